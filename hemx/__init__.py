@@ -1,0 +1,8 @@
+"""hemx: CKKS homomorphic encryption on matrix engines, in JAX."""
+
+__version__ = "0.1.0"
+
+from hemx import errors, nt  # noqa: E402
+from hemx import kernels  # noqa: E402  (enables 64-bit JAX types)
+
+__all__ = ["errors", "nt", "kernels", "__version__"]

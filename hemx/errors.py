@@ -1,0 +1,48 @@
+"""Exception types raised by hemx.
+
+Every error a user can cause with bad input is one of these, so callers can catch ``hemx.errors.HemxError``
+(or a specific subclass) and get a message that says what was wrong and what to do about it. The classes
+also derive from the matching built-in exception (``ValueError``, ``OverflowError``...) so generic handlers
+keep working.
+"""
+
+from __future__ import annotations
+
+
+class HemxError(Exception):
+    """Base class of every hemx error."""
+
+
+class ParameterError(HemxError, ValueError):
+    """A parameter is out of its allowed range (ring degree not a power of two, bad chunk width...)."""
+
+
+class ModulusError(ParameterError):
+    """A modulus is unusable: not prime, not NTT-friendly (q != 1 mod 2N), too large for 32-bit words."""
+
+
+class ShapeError(HemxError, ValueError):
+    """An array's shape or dtype does not match what the operation (or the ring's moduli) requires."""
+
+
+class OverflowBoundError(HemxError, OverflowError):
+    """An exact integer kernel would exceed its accumulator width for the requested shape or moduli."""
+
+
+class BackendError(HemxError, RuntimeError):
+    """The JAX backend lacks something a kernel needs (for example 64-bit integers are disabled)."""
+
+
+class SecurityError(ParameterError):
+    """A parameter set does not reach the requested security level and was not explicitly allowed."""
+
+
+__all__ = [
+    "HemxError",
+    "ParameterError",
+    "ModulusError",
+    "ShapeError",
+    "OverflowBoundError",
+    "BackendError",
+    "SecurityError",
+]

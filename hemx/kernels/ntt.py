@@ -1,0 +1,461 @@
+"""Negacyclic NTT kernels: radix-2 butterfly, 4-step, layout-invariant 3-step (MAT + BAT), multi-level.
+
+Convention. For a polynomial ``a`` of degree < N and a primitive 2N-th root of unity ``psi`` mod q, the
+negacyclic transform is ``A_k = sum_j a_j psi^((2k+1) j)`` (evaluation at the odd powers of psi). Every method
+here returns the *bit-reversed* order: position ``p`` holds ``A_{brv(p)}``. Pointwise products in this domain
+are negacyclic products of polynomials, and the automorphism index maps of the ring use this order
+(:func:`evaluation_order`).
+
+Methods (all exact, batched over leading axes and limbs; data ``(..., L, N)`` uint32):
+
+* ``butterfly``: Cooley-Tukey forward / Gentleman-Sande inverse, one vectorized stage per bit (CROSS Alg. 3).
+* ``four_step``: R-point matrix NTT on columns, twiddles, explicit transpose, C-point matrix NTT, explicit
+  bit-reversal gather (the TensorFHE / GPU formulation); matrices through BAT.
+* ``mat3``: CROSS's layout-invariant 3-step NTT: ``N = R*C`` viewed ``(R, C)``; the R-point step contracts the
+  leading axis, the C-point step the trailing one (no transpose: MAT puts the known matrix on the side where
+  the data already is), and the bit-reversal permutations are folded into the matrices' rows offline.
+* ``multilevel``: the same layout-invariant scheme recursively, over small radices (WarpDrive-style, radix 16
+  by default): ``N = n_1 * ... * n_t`` and one ``n_s``-point BAT matmul per level.
+
+Derivation of the layout-invariant scheme (``j = sum_s j_s S_s`` with ``S_s = prod_{u>s} n_u``, output
+``k = sum_s k_s P_s`` with ``P_s = prod_{u<s} n_u``): only the terms ``u <= s`` of ``j_s S_s k_u P_u`` survive
+modulo N, so level s multiplies by the twiddle ``tau_s(k_<s, j_s) = psi^(S_s j_s (2 sum_{u<s} k_u P_u + 1))``
+and then contracts ``j_s`` with the DFT matrix ``omega_{n_s}^(j_s k_s)`` (level 1 folds ``tau_1`` into its
+matrix). Writing ``k_s = brv(k'_s)`` in the matrices' rows puts ``A_{brv(p)}`` at position
+``p = sum_s k'_s S_s``. ``mat3`` is this scheme with two levels ``(R, C)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hemx.errors import ModulusError, ParameterError, ShapeError
+from hemx.kernels import bat
+from hemx.kernels.modarith import (
+    REDUCTIONS,
+    KnownOperand,
+    ModulusTable,
+    add_mod,
+    known_operand,
+    make_modulus_table,
+    mul_known,
+    sub_mod,
+)
+from hemx.nt import bit_reverse_permutation, log2_exact, primitive_2nth_root, is_prime
+
+METHODS: tuple[str, ...] = ("butterfly", "four_step", "mat3", "multilevel")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# host-side helpers
+# ----------------------------------------------------------------------------------------------------------
+
+
+def check_ntt_moduli(n: int, moduli: Sequence[int]) -> list[int]:
+    """Validate ring degree and moduli for a negacyclic NTT; returns the moduli as ints."""
+    log2_exact(n, "ring degree N")
+    if n < 2:
+        raise ParameterError(f"ring degree N must be at least 2, got {n}")
+    qs = [int(q) for q in moduli]
+    if not qs:
+        raise ModulusError("at least one modulus is required")
+    for q in qs:
+        if q >= 1 << 31:
+            raise ModulusError(f"modulus {q} has {q.bit_length()} bits; hemx words hold moduli below 2^31")
+        if q % (2 * n) != 1:
+            raise ModulusError(
+                f"modulus {q} is not NTT-friendly for N = {n}: need q = 1 mod 2N = {2 * n} "
+                f"(q mod 2N = {q % (2 * n)}); hemx.nt.ntt_primes(bits, count, N) lists suitable primes"
+            )
+        if not is_prime(q):
+            raise ModulusError(f"modulus {q} is not prime")
+    if len(set(qs)) != len(qs):
+        raise ModulusError("moduli must be distinct")
+    return qs
+
+
+def psi_powers(n: int, q: int, psi: int | None = None) -> np.ndarray:
+    """``psi^e mod q`` for ``e`` in ``[0, 2n)`` as uint64 (psi: a primitive 2n-th root; default from hemx.nt)."""
+    if psi is None:
+        psi = primitive_2nth_root(n, q)
+    out = np.ones(2 * n, dtype=np.uint64)
+    m, qq = 1, np.uint64(q)
+    while m < 2 * n:  # doubling: out[m:2m] = out[:m] * psi^m
+        step = min(m, 2 * n - m)
+        out[m : m + step] = (out[:step] * np.uint64(pow(psi, m, q))) % qq
+        m *= 2
+    return out
+
+
+def _pow_table(powers: np.ndarray, exps: np.ndarray, n: int) -> np.ndarray:
+    """Gather ``psi^exps`` (exponents taken mod 2n, negatives allowed) from each limb's power table.
+
+    ``powers`` is ``(L, 2n)``; ``exps`` any integer shape; result ``(L,) + exps.shape`` int64.
+    """
+    e = np.mod(exps, 2 * n).astype(np.int64)
+    return powers[:, e].astype(np.int64)
+
+
+def _scale(vals: np.ndarray, scalars: Sequence[int], moduli: Sequence[int]) -> np.ndarray:
+    """Multiply each limb's values by a scalar mod q (vals ``(L, ...)``)."""
+    out = np.empty_like(vals)
+    for l, (s, q) in enumerate(zip(scalars, moduli)):
+        out[l] = (vals[l].astype(np.uint64) * np.uint64(s % q)) % np.uint64(q)
+    return out
+
+
+def evaluation_order(n: int) -> np.ndarray:
+    """Position -> k map of the NTT domain: position p holds ``A_k`` with ``k = order[p]`` (bit-reversed)."""
+    return bit_reverse_permutation(n)
+
+
+def default_split(n: int) -> tuple[int, int]:
+    """(R, C) for mat3 / four_step: as square as possible, ``C >= R``."""
+    logn = log2_exact(n, "ring degree N")
+    r = 1 << (logn // 2)
+    return r, n // r
+
+
+def default_radices(n: int, max_radix: int = 16) -> tuple[int, ...]:
+    """Radices for the multi-level method: powers of two <= max_radix, balanced, larger first."""
+    logn = log2_exact(n, "ring degree N")
+    logr = log2_exact(max_radix, "radix")
+    if logr < 1:
+        raise ParameterError("radix must be at least 2")
+    levels = max(1, -(-logn // logr))
+    base, extra = divmod(logn, levels)
+    bits = [base + 1] * extra + [base] * (levels - extra)
+    return tuple(1 << b for b in bits if b > 0) or (1,)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# stage pytrees (a plan is data: a tuple of stages run by one executor)
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixStage:
+    """Contract axis V of the view ``(..., L, A, V, B)`` with a known matrix (BAT)."""
+
+    mat: bat.BatMatrix
+    a: int
+    b: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TwiddleStage:
+    """Pointwise multiply by known twiddles ``(L, D1, D2)`` on the view ``(..., L, D1, D)`` (D2 = D or 1)."""
+
+    tw: KnownOperand
+    d1: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TransposeStage:
+    """Explicit transpose of the view ``(..., L, R, C)`` to ``(..., L, C, R)``."""
+
+    r: int
+    c: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PermuteStage:
+    """Explicit gather along the last axis: ``y[..., p] = x[..., perm[p]]``."""
+
+    perm: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class ButterflyTables:
+    """Twiddles of the radix-2 transforms, ``(L, N)`` known operands in bit-reversed index order.
+
+    ``fwd[i] = psi^brv(i)``; ``inv[i] = psi^-brv(i)``; the last inverse stage uses ``inv_last = psi^-1 / N``
+    and ``ninv = 1 / N`` so no separate scaling pass is needed.
+    """
+
+    fwd: KnownOperand
+    inv: KnownOperand
+    inv_last: KnownOperand
+    ninv: KnownOperand
+
+
+for _cls, _data, _meta in (
+    (MatrixStage, ["mat"], ["a", "b"]),
+    (TwiddleStage, ["tw"], ["d1"]),
+    (TransposeStage, [], ["r", "c"]),
+    (PermuteStage, ["perm"], []),
+    (ButterflyTables, ["fwd", "inv", "inv_last", "ninv"], []),
+):
+    jax.tree_util.register_dataclass(_cls, data_fields=_data, meta_fields=_meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class NTTPlan:
+    """Everything one NTT method needs for a ring ``(N, moduli)``; a pytree (arrays are leaves).
+
+    Attributes:
+        table: modulus constants shaped ``(L, 1)``.
+        forward / inverse: stage tuples (matrix methods) - empty for the butterfly.
+        butterfly: twiddle tables (butterfly method) - None otherwise.
+        method, n, num_limbs, reduction, bp, split: static description.
+    """
+
+    table: ModulusTable
+    forward: tuple
+    inverse: tuple
+    butterfly: ButterflyTables | None
+    method: str
+    n: int
+    num_limbs: int
+    reduction: str
+    bp: int
+    split: tuple[int, ...]
+
+    def describe(self) -> str:
+        parts = f" split={'x'.join(map(str, self.split))}" if self.split else ""
+        bp = f" bp={self.bp}" if self.method != "butterfly" else ""
+        return f"{self.method}{parts}{bp} reduction={self.reduction}"
+
+
+jax.tree_util.register_dataclass(
+    NTTPlan,
+    data_fields=["table", "forward", "inverse", "butterfly"],
+    meta_fields=["method", "n", "num_limbs", "reduction", "bp", "split"],
+)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# plan construction
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _known(vals: np.ndarray, moduli: Sequence[int]) -> KnownOperand:
+    qcol = np.asarray(moduli, dtype=object).reshape((-1,) + (1,) * (vals.ndim - 1))
+    return known_operand(vals.astype(object), qcol)
+
+
+def _merge_reduction(reduction: str) -> str:
+    # Shoup needs one operand per product known *element-wise*; BAT merges are plain reductions, so Shoup
+    # plans merge with Barrett (as CROSS does: "Shoup ... is incompatible with BAT").
+    return "montgomery" if reduction == "montgomery" else "barrett"
+
+
+def _mixed_radix_stages(powers, n, qs, radices, reduction, bp, inverse: bool) -> tuple:
+    """Stages of the layout-invariant mixed-radix NTT (forward or inverse) for ``radices``."""
+    merge = _merge_reduction(reduction)
+    t = len(radices)
+    sizes_after = [int(np.prod(radices[s + 1 :], dtype=np.int64)) for s in range(t)]  # S_s
+    sizes_before = [int(np.prod(radices[:s], dtype=np.int64)) for s in range(t)]  # P_s
+    stages = []
+    for s in range(t):
+        ns, ss, ps = radices[s], sizes_after[s], sizes_before[s]
+        k = bit_reverse_permutation(ns) if ns > 1 else np.zeros(1, np.int64)
+        j = np.arange(ns)
+        if s == 0:
+            exps = ss * np.outer(2 * k + 1, j)  # M_1[k', j] = psi^(S_1 j (2 brv(k') + 1))
+        else:
+            exps = (2 * n // ns) * np.outer(k, j)  # M_s[k', j] = omega_{n_s}^(j brv(k'))
+        if s > 0:
+            p = bit_reverse_permutation(ps) if ps > 1 else np.zeros(1, np.int64)
+            tw_exps = ss * np.outer(2 * p + 1, j)  # tau_s[p, j_s], shape (P_s, n_s)
+            sign = -1 if inverse else 1
+            tw = _pow_table(powers, sign * tw_exps, n).reshape(len(qs), ps * ns, 1)
+            stages.append(TwiddleStage(_known(tw, qs), ps * ns))
+        if inverse:  # (M^-1)[j, k'] = psi^-(...) / n_s
+            vals = _scale(_pow_table(powers, -exps.T, n), [pow(ns, -1, q) for q in qs], qs)
+        else:
+            vals = _pow_table(powers, exps, n)
+        stages.append(MatrixStage(bat.compile_known_matrix(vals, qs, bp, merge), ps, ss))
+    if inverse:  # undo level t first: M_t^-1, tau_t^-1, ..., M_2^-1, tau_2^-1, M_1^-1
+        stages.reverse()
+    return tuple(stages)
+
+
+def _four_step_stages(powers, n, qs, r, c, reduction, bp, inverse: bool) -> tuple:
+    """TensorFHE-style 4-step: natural-order matrices, explicit transpose and bit-reversal gather."""
+    merge = _merge_reduction(reduction)
+    kr, jr = np.arange(r), np.arange(r)
+    kc, jc = np.arange(c), np.arange(c)
+    w1 = c * np.outer(2 * kr + 1, jr)  # R-point negacyclic, natural rows
+    tw = np.outer(2 * kr + 1, jc)  # T[k1, c] = psi^(c (2 k1 + 1)), view (R, C)
+    w3 = (2 * r) * np.outer(kc, jc)  # C-point cyclic, natural rows
+    brv = bit_reverse_permutation(n)
+    if not inverse:
+        return (
+            MatrixStage(bat.compile_known_matrix(_pow_table(powers, w1, n), qs, bp, merge), 1, c),
+            TwiddleStage(_known(_pow_table(powers, tw, n), qs), r),
+            TransposeStage(r, c),
+            MatrixStage(bat.compile_known_matrix(_pow_table(powers, w3, n), qs, bp, merge), 1, r),
+            PermuteStage(brv),
+        )
+    w3_inv = _scale(_pow_table(powers, -w3.T, n), [pow(c, -1, q) for q in qs], qs)
+    w1_inv = _scale(_pow_table(powers, -w1.T, n), [pow(r, -1, q) for q in qs], qs)
+    return (
+        PermuteStage(brv),
+        MatrixStage(bat.compile_known_matrix(w3_inv, qs, bp, merge), 1, r),
+        TransposeStage(c, r),
+        TwiddleStage(_known(_pow_table(powers, -tw, n), qs), r),
+        MatrixStage(bat.compile_known_matrix(w1_inv, qs, bp, merge), 1, c),
+    )
+
+
+def _butterfly_tables(powers, n, qs) -> ButterflyTables:
+    brv = bit_reverse_permutation(n)
+    fwd = _pow_table(powers, brv, n)
+    inv = _pow_table(powers, -brv, n)
+    ninv = [pow(n, -1, q) for q in qs]
+    return ButterflyTables(
+        fwd=_known(fwd, qs),
+        inv=_known(inv, qs),
+        inv_last=_known(_scale(inv, ninv, qs), qs),
+        ninv=_known(np.asarray(ninv, dtype=np.int64).reshape(-1, 1), qs),
+    )
+
+
+def make_plan(
+    n: int,
+    moduli: Sequence[int],
+    method: str = "mat3",
+    *,
+    reduction: str = "shoup",
+    bp: int = bat.DEFAULT_BP,
+    split: Sequence[int] | None = None,
+    max_radix: int = 16,
+) -> NTTPlan:
+    """Precompute an NTT plan (host side, exact integers).
+
+    Args:
+        n: ring degree N (power of two).
+        moduli: L distinct primes ``q = 1 mod 2N`` below 2^31.
+        method: one of :data:`METHODS`.
+        reduction: "shoup", "montgomery" or "barrett" for the twiddle products (BAT merges use Montgomery
+            when it is chosen, Barrett otherwise).
+        bp: BAT chunk width (matrix methods).
+        split: ``(R, C)`` for mat3 / four_step or the radix list for multilevel (product N).
+        max_radix: largest radix when ``split`` is not given (multilevel).
+    """
+    qs = check_ntt_moduli(n, moduli)
+    if method not in METHODS:
+        raise ParameterError(f"unknown NTT method {method!r}; choose one of {METHODS}")
+    if reduction not in REDUCTIONS:
+        raise ParameterError(f"unknown reduction {reduction!r}; choose one of {REDUCTIONS}")
+    bp = bat.check_bp(bp)
+    powers = np.stack([psi_powers(n, q) for q in qs])
+    table = make_modulus_table(qs)
+    if method == "butterfly":
+        return NTTPlan(table, (), (), _butterfly_tables(powers, n, qs), method, n, len(qs), reduction, bp, ())
+    if split is None:
+        split = default_split(n) if method in ("mat3", "four_step") else default_radices(n, max_radix)
+    split = tuple(int(s) for s in split)
+    for s in split:
+        log2_exact(s, "split factor")
+    if int(np.prod(split, dtype=np.int64)) != n:
+        raise ParameterError(f"split {split} does not multiply to N = {n}")
+    if method in ("mat3", "four_step") and len(split) != 2:
+        raise ParameterError(f"{method} needs a split (R, C) with R * C = N, got {split}")
+    if method == "four_step":
+        r, c = split
+        fwd = _four_step_stages(powers, n, qs, r, c, reduction, bp, inverse=False)
+        inv = _four_step_stages(powers, n, qs, r, c, reduction, bp, inverse=True)
+    else:
+        fwd = _mixed_radix_stages(powers, n, qs, split, reduction, bp, inverse=False)
+        inv = _mixed_radix_stages(powers, n, qs, split, reduction, bp, inverse=True)
+    return NTTPlan(table, fwd, inv, None, method, n, len(qs), reduction, bp, split)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# kernels
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _check_data(x, plan: NTTPlan) -> None:
+    if x.ndim < 2 or x.shape[-2] != plan.num_limbs or x.shape[-1] != plan.n:
+        raise ShapeError(
+            f"NTT data must be shaped (..., L, N) = (..., {plan.num_limbs}, {plan.n}); got {tuple(x.shape)}"
+        )
+    if x.dtype != jnp.uint32:
+        raise ShapeError(f"NTT data must be uint32 residues, got dtype {x.dtype}")
+
+
+def _run_stages(x, stages: tuple, plan: NTTPlan):
+    lead, n, nl = x.shape[:-2], plan.n, plan.num_limbs
+    t = plan.table
+    for st in stages:
+        if isinstance(st, MatrixStage):
+            v = st.mat.cols
+            y = bat.apply_known(x.reshape(lead + (nl, st.a, v, st.b)), st.mat)
+            x = y.reshape(lead + (nl, n))
+        elif isinstance(st, TwiddleStage):
+            view = lead + (nl, st.d1, n // st.d1)
+            tab = ModulusTable(*(f.reshape(nl, 1, 1) for f in t))
+            x = mul_known(x.reshape(view), st.tw, tab, plan.reduction).reshape(lead + (nl, n))
+        elif isinstance(st, TransposeStage):
+            x = jnp.swapaxes(x.reshape(lead + (nl, st.r, st.c)), -1, -2).reshape(lead + (nl, n))
+        elif isinstance(st, PermuteStage):
+            x = jnp.take(x, st.perm, axis=-1)
+        else:  # pragma: no cover - plans are built by make_plan only
+            raise TypeError(f"unknown NTT stage {type(st).__name__}")
+    return x
+
+
+def _stage_twiddle(tw: KnownOperand, lo: int, hi: int) -> KnownOperand:
+    return KnownOperand(*(f[:, lo:hi, None] for f in tw))
+
+
+def _butterfly_forward(x, plan: NTTPlan):
+    lead, n, nl = x.shape[:-2], plan.n, plan.num_limbs
+    t = plan.table
+    tab = ModulusTable(*(f.reshape(nl, 1, 1) for f in t))
+    q = tab.q
+    m = 1
+    while m < n:
+        half = n // (2 * m)
+        y = x.reshape(lead + (nl, m, 2, half))
+        u, v = y[..., 0, :], y[..., 1, :]
+        v = mul_known(v, _stage_twiddle(plan.butterfly.fwd, m, 2 * m), tab, plan.reduction)
+        x = jnp.stack([add_mod(u, v, q), sub_mod(u, v, q)], axis=-2).reshape(lead + (nl, n))
+        m *= 2
+    return x
+
+
+def _butterfly_inverse(x, plan: NTTPlan):
+    lead, n, nl = x.shape[:-2], plan.n, plan.num_limbs
+    t = plan.table
+    tab = ModulusTable(*(f.reshape(nl, 1, 1) for f in t))
+    q = tab.q
+    bt = plan.butterfly
+    m = n // 2
+    while m >= 1:
+        half = n // (2 * m)
+        y = x.reshape(lead + (nl, m, 2, half))
+        u, v = y[..., 0, :], y[..., 1, :]
+        s, d = add_mod(u, v, q), sub_mod(u, v, q)
+        if m == 1:  # fold the 1/N scaling into the last stage
+            s = mul_known(s, KnownOperand(*(f[:, :, None] for f in bt.ninv)), tab, plan.reduction)
+            d = mul_known(d, _stage_twiddle(bt.inv_last, 1, 2), tab, plan.reduction)
+        else:
+            d = mul_known(d, _stage_twiddle(bt.inv, m, 2 * m), tab, plan.reduction)
+        x = jnp.stack([s, d], axis=-2).reshape(lead + (nl, n))
+        m //= 2
+    return x
+
+
+def ntt(x, plan: NTTPlan):
+    """Forward negacyclic NTT of uint32 ``(..., L, N)`` residues; output in bit-reversed order."""
+    _check_data(x, plan)
+    if plan.method == "butterfly":
+        return _butterfly_forward(x, plan)
+    return _run_stages(x, plan.forward, plan)
+
+
+def intt(x, plan: NTTPlan):
+    """Inverse of :func:`ntt` (input in bit-reversed order, output coefficients in natural order)."""
+    _check_data(x, plan)
+    if plan.method == "butterfly":
+        return _butterfly_inverse(x, plan)
+    return _run_stages(x, plan.inverse, plan)
