@@ -4,5 +4,6 @@ __version__ = "0.1.0"
 
 from hemx import errors, nt  # noqa: E402
 from hemx import kernels  # noqa: E402  (enables 64-bit JAX types)
+from hemx import ring  # noqa: E402
 
-__all__ = ["errors", "nt", "kernels", "__version__"]
+__all__ = ["errors", "nt", "kernels", "ring", "__version__"]

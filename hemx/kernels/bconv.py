@@ -1,0 +1,168 @@
+"""Fast basis conversion (CROSS App. F2): from RNS basis ``{q_i}`` (L limbs) to ``{p_j}`` (L' limbs).
+
+    out_j = ( sum_i [x_i * qhat_i^-1]_{q_i} * [qhat_i]_{p_j} ) mod p_j,      qhat_i = Q / q_i,  Q = prod q_i
+
+(the standard "fast" conversion: ``out = X + u Q mod p_j`` for the CRT value ``X`` of ``x`` and some integer
+``0 <= u < L``). Step 1 is an element-wise product by a known constant (:func:`hemx.kernels.modarith.mul_known`).
+Step 2, an ``(N, L, L')`` modular matmul, is computed two ways:
+
+* ``bat``: one int8 matmul ``(L'*K, L*K + L) @ (L*K + L, N)``. The runtime operand ``y_i`` in ``[0, q_i)`` is
+  split as ``c_i + q_i s_i`` with ``c_i`` centered (balanced digits) and ``s_i`` in ``{0, 1}``; the ``s_i`` rows
+  meet the known column ``[qhat_i q_i]_{p_j}``, which makes the centered digits exact for *another* modulus.
+* ``elementwise``: the plain baseline, ``L`` multiply-accumulate passes over ``(L', N)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from math import prod
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hemx.errors import ModulusError, ParameterError, ShapeError
+from hemx.kernels import bat
+from hemx.kernels._x64 import require_x64
+from hemx.kernels.modarith import (
+    KnownOperand,
+    ModulusTable,
+    add_mod,
+    check_modulus,
+    known_operand,
+    make_modulus_table,
+    mul_known,
+)
+
+BCONV_METHODS = ("bat", "elementwise")
+
+
+@dataclasses.dataclass(frozen=True)
+class BConvPlan:
+    """Tables for converting ``(..., L, N)`` residues mod ``source`` to ``(..., L', N)`` mod ``target``.
+
+    Attributes:
+        src: modulus table of the source basis, ``(L, 1)``.
+        dst: modulus table of the target basis, ``(L', 1)``.
+        qhat_inv: known operand ``[qhat_i^-1]_{q_i}``, ``(L, 1)``.
+        qhat_mod_p: known operands ``[qhat_i]_{p_j}``, ``(L, L', 1)`` (element-wise baseline).
+        dense: int8 ``(L'*K, L*K + L)`` BAT matrix.
+        merge: merge/reduction constants for the L' target moduli.
+        num: chunks per residue K (static); reduction: method for known products (static).
+    """
+
+    src: ModulusTable
+    dst: ModulusTable
+    qhat_inv: KnownOperand
+    qhat_mod_p: KnownOperand
+    dense: np.ndarray
+    merge: bat.MergeTable
+    num: int
+    reduction: str
+
+
+jax.tree_util.register_dataclass(
+    BConvPlan,
+    data_fields=["src", "dst", "qhat_inv", "qhat_mod_p", "dense", "merge"],
+    meta_fields=["num", "reduction"],
+)
+
+
+def make_bconv_plan(
+    source: Sequence[int], target: Sequence[int], *, bp: int = bat.DEFAULT_BP, reduction: str = "shoup"
+) -> BConvPlan:
+    """Precompute the conversion tables (host side, exact integers).
+
+    Source and target moduli must be odd, below 2^31 and pairwise coprime (together).
+    """
+    src = [check_modulus(q) for q in source]
+    dst = [check_modulus(p) for p in target]
+    if not src or not dst:
+        raise ParameterError("basis conversion needs at least one source and one target modulus")
+    allm = src + dst
+    if len(set(allm)) != len(allm):
+        raise ModulusError("source and target moduli must be distinct")
+    big_q = prod(src)
+    qhat = [big_q // q for q in src]
+    qhat_inv = [pow(h % q, -1, q) for h, q in zip(qhat, src)]
+    c = np.array([[h % p for p in dst] for h in qhat], dtype=np.int64)  # [qhat_i]_{p_j}, (L, L')
+    corr = np.array([[(h * q) % p for p in dst] for h, q in zip(qhat, src)], dtype=np.int64)
+    bp = bat.check_bp(bp)
+    num = max(bat.num_chunks(m, bp) for m in allm)
+    nl, nlp = len(src), len(dst)
+    # columns: chunk j of centered y_i at v = i*K + j, then the L correction bits s_i
+    vals = np.zeros((nlp, nl * num + nl), dtype=np.int64)
+    dense = np.zeros((nlp, num, nl * num + nl), dtype=np.int8)
+    pcol = np.asarray(dst, dtype=np.int64)
+    for i in range(nl):
+        cur = c[i].copy()
+        for j in range(num):
+            vals[:, i * num + j] = np.where(cur > pcol // 2, cur - pcol, cur)
+            cur = (cur << bp) % pcol
+        vals[:, nl * num + i] = np.where(corr[i] > pcol // 2, corr[i] - pcol, corr[i])
+    digits = bat._np_balanced_digits(vals, num, bp)  # (L', V, K_out)
+    dense[:] = digits.transpose(0, 2, 1)
+    bound = nl * num * (1 << (2 * bp - 2)) + nl * (1 << (bp - 1))
+    merge = bat.make_merge_table(dst, bound, num, bp, "barrett")
+    return BConvPlan(
+        src=make_modulus_table(src),
+        dst=make_modulus_table(dst),
+        qhat_inv=known_operand(np.asarray(qhat_inv, dtype=object).reshape(nl, 1), np.asarray(src, object).reshape(nl, 1)),
+        qhat_mod_p=known_operand(c.astype(object).reshape(nl, nlp, 1), np.asarray(dst, object).reshape(1, nlp, 1)),
+        dense=dense.reshape(nlp * num, nl * num + nl),
+        merge=merge,
+        num=num,
+        reduction=reduction,
+    )
+
+
+def _check(x, plan: BConvPlan):
+    nl = plan.src.q.shape[0]
+    if x.ndim < 2 or x.shape[-2] != nl:
+        raise ShapeError(f"basis conversion input must be (..., {nl}, N) for {nl} source moduli; got {tuple(x.shape)}")
+    if x.dtype != jnp.uint32:
+        raise ShapeError(f"basis conversion input must be uint32 residues, got {x.dtype}")
+
+
+def scale_step(x, plan: BConvPlan):
+    """Step 1: ``y_i = [x_i * qhat_i^-1]_{q_i}`` (element-wise, known operand), ``(..., L, N)``."""
+    return mul_known(x, plan.qhat_inv, plan.src, plan.reduction)
+
+
+def matmul_step_bat(y, plan: BConvPlan):
+    """Step 2 through BAT: ``(..., L, N)`` in the source basis -> ``(..., L', N)`` in the target basis."""
+    require_x64()
+    k, bp = plan.num, plan.merge.bp
+    digits = bat.decompose_operand(y, plan.src.q, k, bp, axis=-2)  # (..., L, K, N)
+    digits = digits.reshape(digits.shape[:-3] + (-1, digits.shape[-1]))
+    bits = (y > (plan.src.q >> 1)).astype(jnp.int8)  # s_i: 1 where the centered digit used y_i - q_i
+    operand = jnp.concatenate([digits, bits], axis=-2)  # (..., L*K + L, N)
+    zc = jnp.einsum("hv,...vn->...hn", plan.dense, operand, preferred_element_type=jnp.int32)
+    zc = zc.reshape(zc.shape[:-2] + (plan.dst.q.shape[0], k, zc.shape[-1]))
+    return bat.merge_reduce(zc, plan.merge, trailing=1)
+
+
+def matmul_step_elementwise(y, plan: BConvPlan):
+    """Step 2 baseline: ``sum_i y_i * [qhat_i]_{p_j} mod p_j`` by L element-wise passes."""
+    nl = plan.src.q.shape[0]
+    acc = None
+    for i in range(nl):
+        yi = jnp.broadcast_to(y[..., i : i + 1, :], y.shape[:-2] + (plan.dst.q.shape[0], y.shape[-1]))
+        # y_i < q_i may exceed p_j; Shoup/Montgomery accept any 32-bit input, Barrett needs it reduced first
+        if plan.reduction == "barrett":
+            yi = yi % plan.dst.q
+        term = mul_known(yi, KnownOperand(*(f[i] for f in plan.qhat_mod_p)), plan.dst, plan.reduction)
+        acc = term if acc is None else add_mod(acc, term, plan.dst.q)
+    return acc
+
+
+def bconv(x, plan: BConvPlan, method: str = "bat"):
+    """Fast basis conversion of uint32 ``(..., L, N)`` residues to ``(..., L', N)`` (see module docstring)."""
+    _check(x, plan)
+    if method not in BCONV_METHODS:
+        raise ParameterError(f"unknown basis-conversion method {method!r}; choose one of {BCONV_METHODS}")
+    y = scale_step(x, plan)
+    if method == "bat":
+        return matmul_step_bat(y, plan)
+    return matmul_step_elementwise(y, plan)
