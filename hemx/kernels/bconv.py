@@ -108,8 +108,8 @@ def make_bconv_plan(
     return BConvPlan(
         src=make_modulus_table(src),
         dst=make_modulus_table(dst),
-        qhat_inv=known_operand(np.asarray(qhat_inv, dtype=object).reshape(nl, 1), np.asarray(src, object).reshape(nl, 1)),
-        qhat_mod_p=known_operand(c.astype(object).reshape(nl, nlp, 1), np.asarray(dst, object).reshape(1, nlp, 1)),
+        qhat_inv=known_operand(np.asarray(qhat_inv, np.int64).reshape(nl, 1), np.asarray(src, np.int64).reshape(nl, 1)),
+        qhat_mod_p=known_operand(c.reshape(nl, nlp, 1), np.asarray(dst, np.int64).reshape(1, nlp, 1)),
         dense=dense.reshape(nlp * num, nl * num + nl),
         merge=merge,
         num=num,

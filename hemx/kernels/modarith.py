@@ -279,13 +279,19 @@ class KnownOperand(NamedTuple):
 
 
 def known_operand(w, q) -> KnownOperand:
-    """Precompute :class:`KnownOperand` for integer array ``w`` (reduced mod ``q``; ``q`` broadcasts)."""
-    w = np.asarray(w, dtype=object)
-    q_obj = np.broadcast_to(np.asarray(q, dtype=object), w.shape)
-    value = np.asarray(w % q_obj, dtype=np.uint64)
-    qv = np.asarray(q_obj, dtype=np.uint64)
-    mont = np.asarray((w * (1 << 32)) % q_obj, dtype=np.uint64)
-    return KnownOperand(value.astype(np.uint32), mont.astype(np.uint32), shoup_precompute(value, qv))
+    """Precompute :class:`KnownOperand` for integer array ``w`` (any integers; reduced mod ``q``, which broadcasts)."""
+    w = np.asarray(w)
+    q = np.asarray(q)
+    if w.dtype == object or q.dtype == object:
+        q_obj = np.broadcast_to(q.astype(object), np.broadcast_shapes(w.shape, q.shape))
+        value = np.asarray(w.astype(object) % q_obj, dtype=np.uint64)
+    else:
+        value = np.mod(w.astype(np.int64), q.astype(np.int64)).astype(np.uint64)
+    qv = np.broadcast_to(q.astype(np.uint64), value.shape)
+    if np.any(qv >= np.uint64(1 << MAX_MODULUS_BITS)):
+        raise ModulusError(f"known operands need moduli below 2^{MAX_MODULUS_BITS}")
+    shifted = value << np.uint64(32)  # w < 2^31, so w * 2^32 < 2^63 fits
+    return KnownOperand(value.astype(np.uint32), (shifted % qv).astype(np.uint32), (shifted // qv).astype(np.uint32))
 
 
 def mul_known(a, w: KnownOperand, t: ModulusTable, method: str = "shoup"):

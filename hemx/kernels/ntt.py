@@ -235,8 +235,8 @@ jax.tree_util.register_dataclass(
 
 
 def _known(vals: np.ndarray, moduli: Sequence[int]) -> KnownOperand:
-    qcol = np.asarray(moduli, dtype=object).reshape((-1,) + (1,) * (vals.ndim - 1))
-    return known_operand(vals.astype(object), qcol)
+    qcol = np.asarray(moduli, dtype=np.int64).reshape((-1,) + (1,) * (vals.ndim - 1))
+    return known_operand(vals.astype(np.int64), qcol)
 
 
 def _merge_reduction(reduction: str) -> str:

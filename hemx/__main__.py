@@ -1,0 +1,5 @@
+import sys
+
+from hemx.cli import main
+
+sys.exit(main())

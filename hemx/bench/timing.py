@@ -1,0 +1,74 @@
+"""Wall-clock timing of jitted calls and a description of the machine they ran on."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import statistics
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Median / min / max seconds over ``repeats`` timed calls (after ``warmup`` untimed calls)."""
+
+    median_s: float
+    min_s: float
+    max_s: float
+    repeats: int
+
+
+def time_call(fn: Callable[..., Any], *args, repeats: int = 5, warmup: int = 1, min_time_s: float = 0.0) -> Timing:
+    """Time ``fn(*args)`` with ``jax.block_until_ready``; the first ``warmup`` calls compile and are not timed.
+
+    ``min_time_s`` adds repeats (up to 50) until that much time has been measured, to steady fast kernels.
+    """
+    for _ in range(max(warmup, 0)):
+        jax.block_until_ready(fn(*args))
+    samples: list[float] = []
+    while len(samples) < repeats or (sum(samples) < min_time_s and len(samples) < 50):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        samples.append(time.perf_counter() - start)
+    return Timing(statistics.median(samples), min(samples), max(samples), len(samples))
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict:
+    """Backend, devices, CPU model and thread count, library versions: enough to name the machine in results."""
+    devices = jax.devices()
+    return {
+        "backend": jax.default_backend(),
+        "devices": [str(d.device_kind) for d in devices],
+        "device_count": len(devices),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def machine_label(info: dict | None = None) -> str:
+    """One-line machine name for tables and docs."""
+    info = info or machine_info()
+    dev = info["devices"][0] if info["devices"] else "?"
+    if info["backend"] == "cpu":
+        return f"CPU {info['cpu']} ({info['cpu_count']} cores), JAX {info['jax']}"
+    return f"{info['backend'].upper()} {dev} x{info['device_count']}, JAX {info['jax']}"
