@@ -148,8 +148,10 @@ def ntt_summary_rows(results: Sequence[BenchResult]) -> list[list]:
         one = next(
             (x for x in results if x.suite == "ntt" and x.name == m and x.params["set"] == s and x.params["batch"] == 1
              and x.throughput), None)
+        plan = r.params.get("plan", "")
+        split = next((t.split("=", 1)[1] for t in plan.split() if t.startswith("split=")), "-")
         rows.append([s, r.params["n"], r.params["limbs"], m, (one.throughput / 1e3) if one else None,
-                     r.throughput / 1e3, r.params["batch"], r.params.get("plan", "")])
+                     r.throughput / 1e3, r.params["batch"], split])
     return rows
 
 
@@ -281,7 +283,7 @@ def print_report(results: Sequence[BenchResult], console: Console | None = None)
     if "ntt" in suites:
         render_table(
             "NTT throughput (K one-limb NTT/s): batch 1 and best batch",
-            ["set", "N", "limbs", "method", "K NTT/s b=1", "K NTT/s best", "best batch", "plan"],
+            ["set", "N", "limbs", "method", "K NTT/s b=1", "K NTT/s best", "best b", "split"],
             ntt_summary_rows(results), console)
     if "bat" in suites:
         rows = []
@@ -308,10 +310,11 @@ def print_report(results: Sequence[BenchResult], console: Console | None = None)
         for r in results:
             if r.suite == "modred":
                 p = r.params
-                rows.append([p["kernel"], p["batch"], r.name, r.median_s * 1e3, r.throughput / 1e6])
+                scale, unit = (1e3, "K NTT/s") if r.unit == "NTT/s" else (1e6, "M mulmod/s")
+                rows.append([p["kernel"], p["batch"], r.name, r.median_s * 1e3, r.throughput / scale, unit])
         render_table("Modular reduction ablation (CROSS Fig. 13), set " + next(
             r.params["set"] for r in results if r.suite == "modred"),
-            ["kernel", "batch", "method", "ms", "M items/s"], rows, console)
+            ["kernel", "batch", "method", "ms", "throughput", "unit"], rows, console)
 
 
 SUITES: dict[str, Callable[..., list[BenchResult]]] = {
