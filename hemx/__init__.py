@@ -5,5 +5,10 @@ __version__ = "0.1.0"
 from hemx import errors, nt  # noqa: E402
 from hemx import kernels  # noqa: E402  (enables 64-bit JAX types)
 from hemx import ring  # noqa: E402
+from hemx import ckks  # noqa: E402
+from hemx.ckks import CKKSParameters, Context, KeySet, Ciphertext, Plaintext  # noqa: E402
 
-__all__ = ["errors", "nt", "kernels", "ring", "__version__"]
+__all__ = [
+    "errors", "nt", "kernels", "ring", "ckks",
+    "CKKSParameters", "Context", "KeySet", "Ciphertext", "Plaintext", "__version__",
+]

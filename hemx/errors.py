@@ -37,6 +37,37 @@ class SecurityError(ParameterError):
     """A parameter set does not reach the requested security level and was not explicitly allowed."""
 
 
+class ContextMismatchError(HemxError, ValueError):
+    """Objects from different contexts (parameters / key sets) were combined."""
+
+
+class LevelError(HemxError, ValueError):
+    """An operation needs a level the ciphertext does not have (no levels left, or mismatched levels)."""
+
+
+class ScaleMismatchError(HemxError, ValueError):
+    """Operands have different scales and hemx cannot align them without changing the result's precision."""
+
+
+class MissingKeyError(HemxError, KeyError):
+    """An evaluation key (relinearization, a rotation step, conjugation) was not generated."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class KeyMismatchError(HemxError, ValueError):
+    """A key does not belong to the key set the ciphertext was encrypted under."""
+
+
+class SlotError(HemxError, ValueError):
+    """Too many values for the available slots, or an invalid slot count."""
+
+
+class SerializationError(HemxError, ValueError):
+    """Serialized data is malformed, truncated, altered, or from an incompatible version/parameter set."""
+
+
 __all__ = [
     "HemxError",
     "ParameterError",
@@ -45,4 +76,11 @@ __all__ = [
     "OverflowBoundError",
     "BackendError",
     "SecurityError",
+    "ContextMismatchError",
+    "LevelError",
+    "ScaleMismatchError",
+    "MissingKeyError",
+    "KeyMismatchError",
+    "SlotError",
+    "SerializationError",
 ]

@@ -10,6 +10,6 @@ from hemx.kernels._x64 import enable_x64, require_x64
 
 enable_x64()
 
-from hemx.kernels import modarith, bat, ntt, bconv  # noqa: E402  (x64 must be on before these trace)
+from hemx.kernels import modarith, bat, ntt, bconv, automorphism  # noqa: E402  (x64 must be on first)
 
-__all__ = ["modarith", "bat", "ntt", "bconv", "require_x64"]
+__all__ = ["modarith", "bat", "ntt", "bconv", "automorphism", "require_x64"]

@@ -373,6 +373,34 @@ def make_plan(
 # ----------------------------------------------------------------------------------------------------------
 
 
+def select_limbs(plan: NTTPlan, limbs) -> NTTPlan:
+    """The plan restricted to some limbs (works inside jit).
+
+    ``limbs`` is a ``slice`` (a contiguous range: cheap slices that XLA fuses into the consumers) or a static
+    tuple of limb indices (a gather). Every table of a plan is indexed by limb on its first axis, except the
+    bit-reversal permutation of the four-step method.
+    """
+    if isinstance(limbs, slice):
+        count = len(range(*limbs.indices(plan.num_limbs)))
+        take = lambda a: a[limbs]  # noqa: E731
+    else:
+        idx = np.asarray(limbs, dtype=np.int32)
+        count = len(idx)
+        take = lambda a: jnp.take(a, idx, axis=0)  # noqa: E731
+
+    def stage(st):
+        return st if isinstance(st, PermuteStage) else jax.tree_util.tree_map(take, st)
+
+    return dataclasses.replace(
+        plan,
+        table=jax.tree_util.tree_map(take, plan.table),
+        forward=tuple(stage(s) for s in plan.forward),
+        inverse=tuple(stage(s) for s in plan.inverse),
+        butterfly=None if plan.butterfly is None else jax.tree_util.tree_map(take, plan.butterfly),
+        num_limbs=count,
+    )
+
+
 def _check_data(x, plan: NTTPlan) -> None:
     if x.ndim < 2 or x.shape[-2] != plan.num_limbs or x.shape[-1] != plan.n:
         raise ShapeError(

@@ -1,0 +1,99 @@
+"""Key material: secret, public, and switching keys (relinearization, rotations, conjugation)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+import jax
+import numpy as np
+
+from hemx.errors import MissingKeyError
+
+
+@dataclasses.dataclass(frozen=True)
+class SecretKey:
+    """Ternary secret ``s``.
+
+    Attributes:
+        coeffs: int8 ``(N,)`` coefficients in {-1, 0, 1}.
+        ntt: uint32 ``(k + L, N)``: s in the NTT domain over the ``P + Q`` basis.
+    """
+
+    coeffs: np.ndarray
+    ntt: jax.Array
+    context_id: int
+    key_id: int
+
+    def __repr__(self) -> str:  # never print key material
+        return f"SecretKey(key_id={self.key_id})"
+
+
+@dataclasses.dataclass(frozen=True)
+class PublicKey:
+    """``(b, a) = (-a s + e, a)`` over Q (all limbs), NTT domain: uint32 ``(2, L, N)``."""
+
+    data: jax.Array
+    context_id: int
+    key_id: int
+
+    def __repr__(self) -> str:
+        return f"PublicKey(key_id={self.key_id})"
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchingKey:
+    """Hybrid key-switching key from ``s'`` to ``s``: uint32 ``(D, 2, k + L, N)`` (one pair per digit).
+
+    Attributes:
+        kind: "relin" (``s' = s^2``), "galois" (``s' = s(X^g)``).
+        galois: the Galois element g for rotations / conjugation.
+    """
+
+    data: jax.Array
+    kind: str
+    galois: int | None
+    context_id: int
+    key_id: int
+
+    def __repr__(self) -> str:
+        g = f", g={self.galois}" if self.galois is not None else ""
+        return f"SwitchingKey({self.kind}{g}, digits={self.data.shape[0]})"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationKeys:
+    """What a server needs to compute: public, relinearization and Galois keys. No secret material."""
+
+    public: PublicKey
+    relin: SwitchingKey | None
+    galois: Mapping[int, SwitchingKey]
+    context_id: int
+    key_id: int
+
+    def galois_key(self, g: int, what: str) -> SwitchingKey:
+        try:
+            return self.galois[g]
+        except KeyError:
+            raise MissingKeyError(
+                f"no Galois key for {what} (element {g}); generate it with ctx.keygen(rotations=[...]) "
+                f"or conjugation=True. Available elements: {sorted(self.galois)}"
+            ) from None
+
+    def relin_key(self) -> SwitchingKey:
+        if self.relin is None:
+            raise MissingKeyError("no relinearization key; generate keys with ctx.keygen(relin=True)")
+        return self.relin
+
+
+@dataclasses.dataclass(frozen=True)
+class KeySet(EvaluationKeys):
+    """Everything ``keygen`` produced, the secret included. Hand ``keys.evaluation_keys()`` to servers."""
+
+    secret: SecretKey | None = None
+
+    def evaluation_keys(self) -> EvaluationKeys:
+        return EvaluationKeys(self.public, self.relin, dict(self.galois), self.context_id, self.key_id)
+
+    def __repr__(self) -> str:
+        return f"KeySet(key_id={self.key_id}, relin={self.relin is not None}, galois={sorted(self.galois)})"

@@ -1,0 +1,242 @@
+"""CKKS parameters: ring degree, modulus chain with one- or two-prime levels, special primes, dnum, secret.
+
+The ciphertext modulus ``Q = q_0 q_1 ... q_{L-1}`` is split into *levels*: the base ``q_0..q_{b-1}`` (kept to
+the end, it must hold the message) and then groups of one or two primes, each removed by one rescale. Two
+primes per level ("double rescaling", CROSS §V-A) let 28-bit words carry a scale near 2^56. Key switching is
+hybrid: the limbs are cut into ``dnum`` digits of at most ``alpha = ceil(L / dnum)`` primes and ``alpha``
+special primes ``P`` are added.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from hemx.ckks.security import check_security, max_log_qp
+from hemx.errors import ModulusError, ParameterError
+from hemx.nt import is_prime, log2_exact, ntt_primes
+
+DEFAULT_SIGMA = 3.19
+
+
+@dataclasses.dataclass(frozen=True)
+class CKKSParameters:
+    """Immutable CKKS parameter set.
+
+    Attributes:
+        log_n: ring degree ``N = 2^log_n``.
+        moduli: ciphertext primes ``q_0 .. q_{L-1}`` (q_0 first: the base, removed last).
+        level_sizes: primes per level, bottom (base) first; sums to L. ``level_sizes[0]`` is the base.
+        special_moduli: key-switching primes P.
+        dnum: number of key-switching digits.
+        log_scale: default scale ``2^log_scale`` of fresh encodings.
+        hamming_weight: None for a uniform ternary secret, else the number of non-zero secret coefficients.
+        sigma: error standard deviation.
+        allow_insecure: accept parameters beyond the 128-bit HE-standard bound (warns).
+    """
+
+    log_n: int
+    moduli: tuple[int, ...]
+    level_sizes: tuple[int, ...]
+    special_moduli: tuple[int, ...]
+    dnum: int
+    log_scale: float
+    hamming_weight: int | None = None
+    sigma: float = DEFAULT_SIGMA
+    allow_insecure: bool = False
+    name: str = "custom"
+
+    def __post_init__(self):
+        n = 1 << self.log_n
+        if not 2 <= self.log_n <= 17:
+            raise ParameterError(f"log_n must be in [2, 17], got {self.log_n}")
+        qs = tuple(int(q) for q in self.moduli)
+        ps = tuple(int(p) for p in self.special_moduli)
+        object.__setattr__(self, "moduli", qs)
+        object.__setattr__(self, "special_moduli", ps)
+        object.__setattr__(self, "level_sizes", tuple(int(s) for s in self.level_sizes))
+        for m in qs + ps:
+            if m >= 1 << 31:
+                raise ModulusError(f"modulus {m} has {m.bit_length()} bits; hemx words hold moduli below 2^31")
+            if m % (2 * n) != 1:
+                raise ModulusError(f"modulus {m} is not NTT-friendly for N = {n}: need m = 1 mod {2 * n}")
+            if not is_prime(m):
+                raise ModulusError(f"modulus {m} is not prime")
+        if len(set(qs + ps)) != len(qs + ps):
+            raise ModulusError("all ciphertext and special moduli must be distinct")
+        if sum(self.level_sizes) != len(qs) or any(s < 1 for s in self.level_sizes):
+            raise ParameterError(f"level sizes {self.level_sizes} must be positive and sum to {len(qs)} limbs")
+        if any(s > 2 for s in self.level_sizes[1:]):
+            raise ParameterError("a level above the base is made of one or two primes")
+        if not 1 <= self.dnum <= len(qs):
+            raise ParameterError(f"dnum must be between 1 and the number of limbs ({len(qs)}), got {self.dnum}")
+        if len(ps) < self.alpha:
+            raise ParameterError(
+                f"{len(ps)} special primes are too few for dnum = {self.dnum}: need alpha = ceil(L/dnum) = {self.alpha}"
+            )
+        if self.hamming_weight is not None and not 0 < self.hamming_weight <= n:
+            raise ParameterError(f"hamming_weight must be in (0, N], got {self.hamming_weight}")
+        if not 1 <= self.log_scale <= 62:
+            raise ParameterError(f"log_scale must be in [1, 62], got {self.log_scale}")
+        if self.sigma <= 0:
+            raise ParameterError("sigma must be positive")
+        check_security(n, self.log_qp, sparse_secret=self.hamming_weight is not None,
+                       allow_insecure=self.allow_insecure)
+
+    # ---------------------------------------------------------------- derived values
+    @property
+    def n(self) -> int:
+        return 1 << self.log_n
+
+    @property
+    def max_slots(self) -> int:
+        return self.n // 2
+
+    @property
+    def num_limbs(self) -> int:
+        return len(self.moduli)
+
+    @property
+    def max_level(self) -> int:
+        """Level of a fresh ciphertext (number of rescales available)."""
+        return len(self.level_sizes) - 1
+
+    @property
+    def alpha(self) -> int:
+        """Largest digit size: primes per key-switching digit."""
+        return -(-len(self.moduli) // self.dnum)
+
+    @property
+    def scale(self) -> float:
+        return 2.0 ** self.log_scale
+
+    @property
+    def log_q(self) -> float:
+        return sum(math.log2(q) for q in self.moduli)
+
+    @property
+    def log_qp(self) -> float:
+        return self.log_q + sum(math.log2(p) for p in self.special_moduli)
+
+    @property
+    def secure(self) -> bool:
+        bound = max_log_qp(self.n)
+        return bound is not None and self.log_qp <= bound and self.hamming_weight is None
+
+    def limbs_at_level(self, level: int) -> int:
+        """Number of ciphertext limbs at ``level`` (0 = only the base left)."""
+        if not 0 <= level <= self.max_level:
+            raise ParameterError(f"level must be in [0, {self.max_level}], got {level}")
+        return sum(self.level_sizes[: level + 1])
+
+    def digits(self) -> tuple[tuple[int, int], ...]:
+        """Key-switching digits as limb ranges ``(start, stop)``: dnum balanced groups of consecutive limbs."""
+        base, extra = divmod(len(self.moduli), self.dnum)
+        out, start = [], 0
+        for d in range(self.dnum):
+            size = base + (1 if d < extra else 0)
+            out.append((start, start + size))
+            start += size
+        return tuple(out)
+
+    def describe(self) -> str:
+        sec = "128-bit" if self.secure else "NOT 128-bit"
+        return (f"{self.name}: N=2^{self.log_n}, L={self.num_limbs} limbs ({self.max_level} levels), "
+                f"|P|={len(self.special_moduli)}, dnum={self.dnum}, log QP={self.log_qp:.0f} ({sec}), "
+                f"scale=2^{self.log_scale:g}")
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def create(
+        cls,
+        log_n: int,
+        *,
+        levels: int,
+        primes_per_level: int = 2,
+        prime_bits: int = 28,
+        base_bits: Sequence[int] = (31, 31),
+        special_bits: int = 31,
+        dnum: int = 3,
+        log_scale: float | None = None,
+        hamming_weight: int | None = None,
+        sigma: float = DEFAULT_SIGMA,
+        allow_insecure: bool = False,
+        name: str = "custom",
+    ) -> "CKKSParameters":
+        """Build a chain from bit sizes.
+
+        Args:
+            log_n: ring degree exponent.
+            levels: number of rescales (levels above the base).
+            primes_per_level: 1 or 2 (double rescaling).
+            prime_bits: bits of the level primes (up to 31).
+            base_bits: bits of each base prime; the base must exceed the scale times the message magnitude.
+            special_bits: bits of the special primes (alpha of them, alpha = ceil(L / dnum)).
+            dnum: key-switching digits.
+            log_scale: default ``prime_bits * primes_per_level`` (the rescale divisor, so scales stay put).
+        """
+        if primes_per_level not in (1, 2):
+            raise ParameterError("primes_per_level must be 1 or 2")
+        if levels < 0:
+            raise ParameterError("levels must be non-negative")
+        n = 1 << log_n
+        num_limbs = len(base_bits) + levels * primes_per_level
+        dnum = min(dnum, num_limbs)
+        alpha = -(-num_limbs // dnum)
+        used: list[int] = []
+
+        def take(bits: int, count: int) -> list[int]:
+            got = ntt_primes(bits, count, n, exclude=used)
+            used.extend(got)
+            return got
+
+        special = take(special_bits, alpha)
+        base: list[int] = []
+        for b in base_bits:
+            base += take(b, 1)
+        chain = take(prime_bits, levels * primes_per_level)
+        if log_scale is None:
+            log_scale = float(prime_bits * primes_per_level)
+        return cls(
+            log_n=log_n,
+            moduli=tuple(base + chain),
+            level_sizes=(len(base_bits),) + (primes_per_level,) * levels,
+            special_moduli=tuple(special),
+            dnum=dnum,
+            log_scale=log_scale,
+            hamming_weight=hamming_weight,
+            sigma=sigma,
+            allow_insecure=allow_insecure,
+            name=name,
+        )
+
+    @classmethod
+    def preset(cls, name: str, *, allow_insecure: bool = False, **overrides) -> "CKKSParameters":
+        """Named parameter sets; see :data:`PRESETS` (CROSS Tab. IV sets A-D, WarpDrive, TensorFHE, secure ones)."""
+        key = name.lower()
+        if key not in PRESETS:
+            raise ParameterError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        kwargs = dict(PRESETS[key])
+        kwargs.update(overrides)
+        return cls.create(name=key, allow_insecure=allow_insecure, **kwargs)
+
+
+# Presets. CROSS Tab. IV fixes N, the number of 28-bit limbs and dnum = 3; hemx lays those limbs out as a base
+# of two 31-bit primes (three 28-bit ones for C and D) plus levels of two 28-bit primes. Counting the special
+# primes, these sets exceed the HE-standard 128-bit bound (CROSS's log Q column omits P), so they need
+# allow_insecure=True. WarpDrive's HE-operation set E (its Tab. VI: N = 2^16, l = 34, one special prime,
+# log qp = 974) and TensorFHE's default set (its Tab. V: N = 2^16, L = 44, K = 1, logPQ = 1306) use a single
+# special prime, i.e. dnum = L. The "secure_*" sets are hemx's own 128-bit choices.
+PRESETS: dict[str, dict] = {
+    "set_a": dict(log_n=12, levels=1, base_bits=(31, 31), dnum=3),  # 4 limbs
+    "set_b": dict(log_n=13, levels=3, base_bits=(31, 31), dnum=3),  # 8 limbs
+    "set_c": dict(log_n=14, levels=6, base_bits=(28, 28, 28), dnum=3),  # 15 limbs
+    "set_d": dict(log_n=16, levels=24, base_bits=(28, 28, 28), dnum=3),  # 51 limbs
+    "warpdrive": dict(log_n=16, levels=16, base_bits=(31, 31), dnum=34),  # 34 limbs, 1 special prime
+    "tensorfhe": dict(log_n=16, levels=21, base_bits=(31, 31), dnum=44),  # 44 limbs, 1 special prime
+    "secure_13": dict(log_n=13, levels=2, base_bits=(31, 31), dnum=6),  # log QP ~ 205
+    "secure_14": dict(log_n=14, levels=5, base_bits=(31, 31), dnum=6),  # log QP ~ 404
+    "secure_15": dict(log_n=15, levels=11, base_bits=(31, 31), dnum=6),  # log QP ~ 802
+    "secure_16": dict(log_n=16, levels=23, base_bits=(31, 31), dnum=4),  # log QP ~ 1715
+}

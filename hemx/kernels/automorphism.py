@@ -1,0 +1,50 @@
+"""Galois automorphisms ``X -> X^g`` (g odd) on polynomials in the NTT domain.
+
+In the bit-reversed NTT order of :mod:`hemx.kernels.ntt`, position ``p`` holds ``A_k = a(psi^(2k+1))`` with
+``k = brv(p)``. Since ``sigma_g(a)(psi^(2k+1)) = a(psi^(g (2k+1)))``, the automorphism is the permutation
+``out[p] = in[brv(k')]`` with ``2k' + 1 = g (2k + 1) mod 2N``: a gather with an index map computed once per g.
+CKKS rotations use ``g = 5^r mod 2N`` and conjugation ``g = 2N - 1``.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from hemx.errors import ParameterError
+from hemx.nt import bit_reverse_permutation, log2_exact
+
+
+def galois_element(n: int, steps: int) -> int:
+    """``5^steps mod 2N``: the Galois element of a rotation by ``steps`` slots (negative steps rotate right)."""
+    log2_exact(n, "ring degree N")
+    return pow(5, steps % (n // 2), 2 * n) if n >= 4 else 1
+
+
+def conjugation_element(n: int) -> int:
+    """``2N - 1``: the Galois element of complex conjugation of the slots."""
+    return 2 * n - 1
+
+
+def ntt_index_map(n: int, g: int) -> np.ndarray:
+    """Index map of ``X -> X^g`` in the bit-reversed NTT domain: ``out[p] = in[map[p]]`` (int32, length N)."""
+    log2_exact(n, "ring degree N")
+    if g % 2 == 0:
+        raise ParameterError(f"Galois element must be odd, got {g}")
+    g %= 2 * n
+    brv = bit_reverse_permutation(n)
+    k = brv  # position p holds evaluation index brv(p)
+    kprime = ((g * (2 * k + 1)) % (2 * n) - 1) // 2
+    return brv[kprime].astype(np.int32)
+
+
+def coeff_index_map(n: int, g: int) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficient-domain form: ``out[dest[j]] = sign[j] * in[j]`` with ``dest = j g mod N`` (for references)."""
+    j = np.arange(n, dtype=np.int64)
+    e = (j * g) % (2 * n)
+    return e % n, np.where(e >= n, -1, 1)
+
+
+def apply_ntt_automorphism(x, index_map):
+    """Permute the last axis of NTT-domain data ``(..., L, N)`` by an index map from :func:`ntt_index_map`."""
+    return jnp.take(x, index_map, axis=-1)
