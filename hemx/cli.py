@@ -9,6 +9,14 @@ import sys
 from hemx.errors import HemxError
 
 
+def _console():
+    """A rich console; when output is not a terminal, wide enough that result tables do not wrap."""
+    from rich.console import Console
+
+    c = Console()
+    return c if c.is_terminal else Console(width=160)
+
+
 def _cmd_info(args) -> int:
     import hemx
     from hemx.bench.timing import machine_info, machine_label
@@ -37,12 +45,10 @@ QUICK = {
 
 
 def _cmd_bench_kernels(args) -> int:
-    from rich.console import Console
-
     from hemx.bench import kernels as kb
     from hemx.bench.report import save_results
 
-    console = Console()
+    console = _console()
     suites = [s.strip() for s in args.suite.split(",") if s.strip()]
     unknown = [s for s in suites if s not in kb.SUITES]
     if unknown:
@@ -68,6 +74,29 @@ def _cmd_bench_kernels(args) -> int:
     kb.print_report(results, console)
     path = save_results(results, "kernels", args.out, meta={"argv": sys.argv[1:], "suites": suites})
     console.print(f"results written to {path}")
+    return 0
+
+
+def _cmd_bench_ops(args) -> int:
+    import os
+
+    from hemx.bench import ops as ob
+    from hemx.bench.report import save_results
+
+    console = _console()
+    sets = [s.strip().upper() for s in args.sets.split(",") if s.strip()]
+    bad = [s for s in sets if s not in ob.SETS]
+    if bad:
+        raise HemxError(f"unknown set(s) {bad}; choose from {sorted(ob.SETS)}")
+    peers = [] if args.no_peers else [p.strip() for p in args.peers.split(",") if p.strip()]
+    results = ob.bench_ops(sets, batch=args.batch, repeats=args.repeats, peers=peers, threads=args.threads,
+                           ntt=args.ntt, console=console)
+    ob.print_ops_report(results, console, batch=args.batch)
+    path = save_results(results, "ops", args.out, meta={"argv": sys.argv[1:], "sets": sets, "peers": peers})
+    console.print(f"results written to {path}")
+    if args.plot:
+        os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
+        console.print(f"plot written to {ob.plot_ops(results, args.plot)}")
     return 0
 
 
@@ -97,6 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--quick", action="store_true", help="small sweep (sets A,B; batches 1,8; fewer shapes)")
     k.add_argument("--out", default="bench-results", help="directory for the result JSON")
     k.set_defaults(func=_cmd_bench_kernels)
+
+    o = bsub.add_parser("ops", help="HE-Add, HE-Mult, Rescale, Rotate latency and throughput, peers side by side")
+    o.add_argument("--sets", default="A,B,C,D", help="CROSS parameter sets (A-D)")
+    o.add_argument("--batch", type=int, default=8, help="batch size for the throughput measurement")
+    o.add_argument("--repeats", type=int, default=3)
+    o.add_argument("--peers", default="desilofhe,tenseal", help="peer libraries to time when installed")
+    o.add_argument("--no-peers", action="store_true")
+    o.add_argument("--threads", type=int, default=2, help="threads given to peers that take a thread count")
+    o.add_argument("--ntt", default="butterfly", choices=["butterfly", "four_step", "mat3", "multilevel"])
+    o.add_argument("--plot", default="", help="write a latency-vs-N plot (PNG) to this path")
+    o.add_argument("--out", default="bench-results")
+    o.set_defaults(func=_cmd_bench_ops)
     return p
 
 
