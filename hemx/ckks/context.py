@@ -294,8 +294,8 @@ class Context:
         """Generate a secret key and its public, relinearization and Galois keys.
 
         Args:
-            rotations: slot rotation steps that get a Galois key; "power_of_two" gives +-1, +-2, +-4, ...
-                (enough for :meth:`sum_slots` and any rotation by composition).
+            rotations: slot rotation steps that get a Galois key; "power_of_two" gives 1, 2, 4, ... < slots
+                (enough for :meth:`sum_slots`, and for any rotation by composition).
             conjugation: also generate the conjugation key.
             relin: generate the relinearization key (needed by :meth:`mul`).
         """
@@ -318,7 +318,7 @@ class Context:
             steps = []
             r = 1
             while r < self.slots:
-                steps += [r, -r]
+                steps.append(r)
                 r *= 2
         else:
             steps = [int(r) for r in rotations]
