@@ -94,17 +94,27 @@ def _tensor(a, b, plan, k, n):
     return d0, d1, d2
 
 
-@partial(jax.jit, static_argnames=("k", "n", "digits", "reduction"))
-def _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction):
-    sw = ks.keyswitch(d2, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction)
+@partial(jax.jit, static_argnames=("k", "n", "digits", "reduction", "dataflow"))
+def _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
+    sw = ks.keyswitch(d2, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, dataflow)
     q = ks.limb_table(plan, k, k + n).q
     return jnp.stack([modarith.add_mod(d0, sw[..., 0, :, :], q), modarith.add_mod(d1, sw[..., 1, :, :], q)], axis=-3)
 
 
-@partial(jax.jit, static_argnames=("k", "n", "digits", "reduction"))
-def _mul_relin(a, b, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction):
+@partial(jax.jit, static_argnames=("k", "n", "digits", "reduction", "dataflow"))
+def _mul_relin(a, b, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
     d0, d1, d2 = _tensor(a, b, plan, k, n)
-    return _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction)
+    return _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow)
+
+
+@partial(jax.jit, static_argnames=("k", "n", "digits", "reduction", "dataflow"))
+def _rotate_one(ct, index_map, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
+    """One rotation with the chosen key-switching dataflow: ``(..., 2, n, N)``."""
+    sw = ks.keyswitch(ct[..., 1, :, :], key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction,
+                      dataflow, index_map)
+    q = ks.limb_table(plan, k, k + n).q
+    c0 = automorphism.apply_ntt_automorphism(ct[..., 0, :, :], index_map)
+    return jnp.stack([modarith.add_mod(c0, sw[..., 0, :, :], q), sw[..., 1, :, :]], axis=-3)
 
 
 @partial(jax.jit, static_argnames=("k", "n", "digits", "reduction"))
@@ -153,6 +163,8 @@ class Context:
         slots: slots per ciphertext (power of two <= N/2, default N/2); fewer values are zero-padded.
         ntt: NTT method of the ring ("butterfly", "four_step", "mat3", "multilevel").
         reduction: modular reduction for known-operand products ("shoup", "montgomery", "barrett").
+        keyswitch: key-switching dataflow, "mp" (Max-Parallel), "dc" (Digit-Centric) or "oc" (Output-Centric);
+            all give identical results, they differ in working set and speed. Overridable per call.
         sampler: randomness source; default the OS CSPRNG. ``Sampler.insecure_for_tests(seed)`` for tests only.
     """
 
@@ -163,6 +175,7 @@ class Context:
         slots: int | None = None,
         ntt: str = "butterfly",
         reduction: str = "shoup",
+        keyswitch: str = "mp",
         sampler: Sampler | None = None,
     ):
         if not isinstance(params, CKKSParameters):
@@ -172,6 +185,7 @@ class Context:
         self.slots = encoder.check_slots(params.n, slots if slots is not None else params.n // 2)
         self.sampler = sampler or Sampler()
         self.reduction = reduction
+        self.keyswitch = self._check_dataflow(keyswitch)
         self.num_special = len(params.special_moduli)
         self.basis = tuple(params.special_moduli) + tuple(params.moduli)  # P first, then Q
         self.ring = RNSRing(params.n, self.basis, ntt, reduction=reduction)
@@ -225,6 +239,12 @@ class Context:
         }
         self._level_cache[level] = tables
         return tables
+
+    @staticmethod
+    def _check_dataflow(name: str) -> str:
+        if name not in ks.DATAFLOWS:
+            raise ParameterError(f"unknown key-switching dataflow {name!r}; choose one of {ks.DATAFLOWS}")
+        return name
 
     def _index_map(self, g: int) -> jax.Array:
         if g not in self._maps:
@@ -497,11 +517,12 @@ class Context:
             raise KeyMismatchError("the ciphertexts are encrypted under different key sets")
 
     def mul(self, a: Ciphertext, b, keys: EvaluationKeys | SwitchingKey | None = None, *,
-            rescale: bool = False) -> Ciphertext:
+            rescale: bool = False, keyswitch: str | None = None) -> Ciphertext:
         """``a * b``: with a ciphertext (relinearized with ``keys``), a plaintext, or scalar/array values.
 
         Plain values are encoded at the scale of the primes the next rescale removes, so that
         ``rescale(mul(a, values))`` has exactly ``a``'s scale. With ``rescale=True`` the product is rescaled.
+        ``keyswitch`` overrides the context's key-switching dataflow for this call.
         """
         self._check_ct(a)
         if isinstance(b, Ciphertext):
@@ -510,8 +531,10 @@ class Context:
             a, b = self._align(a, b, check_scale=False)
             key = self._relin_key(keys, a)
             t = self._level_tables(a.level)
+            flow = self._check_dataflow(keyswitch or self.keyswitch)
             data = _mul_relin(a.data, b.data, key.data, self.plan, t["modup"], t["moddown"], t["p_inv"],
-                              k=self.num_special, n=t["n"], digits=t["digits"], reduction=self.reduction)
+                              k=self.num_special, n=t["n"], digits=t["digits"], reduction=self.reduction,
+                              dataflow=flow)
             out = a.replace(data=data, scale=a.scale * b.scale, is_complex=a.is_complex or b.is_complex)
         else:
             out = self._mul_plain(a, b)
@@ -562,14 +585,28 @@ class Context:
                         reduction=self.reduction)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale / t["divisor"])
 
-    def rotate(self, ct: Ciphertext, steps: int, keys) -> Ciphertext:
+    def rotate(self, ct: Ciphertext, steps: int, keys, *, keyswitch: str | None = None) -> Ciphertext:
         """Rotate the slots left by ``steps`` (negative: right), like ``numpy.roll(values, -steps)``."""
-        return self.rotate_many(ct, [steps], keys)[0]
+        self._check_ct(ct)
+        if int(steps) % ct.slots == 0:
+            return ct
+        g = automorphism.galois_element(self.params.n, int(steps))
+        return self._galois_one(ct, g, keys, f"rotation by {steps}", keyswitch)
 
-    def conjugate(self, ct: Ciphertext, keys) -> Ciphertext:
+    def conjugate(self, ct: Ciphertext, keys, *, keyswitch: str | None = None) -> Ciphertext:
         """Complex conjugation of every slot (needs ``keygen(conjugation=True)``)."""
+        self._check_ct(ct)
         g = automorphism.conjugation_element(self.params.n)
-        return self._galois(ct, [g], keys, ["conjugation"])[0]
+        return self._galois_one(ct, g, keys, "conjugation", keyswitch)
+
+    def _galois_one(self, ct: Ciphertext, g: int, keys, what: str, keyswitch: str | None) -> Ciphertext:
+        key = self._galois_keys([g], keys, [what], ct)[0]
+        t = self._level_tables(ct.level)
+        flow = self._check_dataflow(keyswitch or self.keyswitch)
+        data = _rotate_one(ct.data, self._index_map(g), key.data, self.plan, t["modup"], t["moddown"], t["p_inv"],
+                           k=self.num_special, n=t["n"], digits=t["digits"], reduction=self.reduction,
+                           dataflow=flow)
+        return ct.replace(data=data)
 
     def rotate_many(self, ct: Ciphertext, steps: Sequence[int], keys) -> list[Ciphertext]:
         """Hoisted rotations: one ModUp of c1 shared by all ``steps``; returns one ciphertext per step."""
@@ -587,7 +624,7 @@ class Context:
                 out[i] = r
         return out  # type: ignore[return-value]
 
-    def _galois(self, ct: Ciphertext, elements: Sequence[int], keys, what: Sequence[str]) -> list[Ciphertext]:
+    def _galois_keys(self, elements: Sequence[int], keys, what: Sequence[str], ct: Ciphertext) -> list[SwitchingKey]:
         if isinstance(keys, SwitchingKey):
             key_list = [keys] * len(elements)
             for key, g in zip(key_list, elements):
@@ -599,6 +636,11 @@ class Context:
             raise ParameterError("rotation needs Galois keys: pass the KeySet / EvaluationKeys from keygen")
         for key in key_list:
             self._check_key(key, ct.key_id)
+        return key_list
+
+    def _galois(self, ct: Ciphertext, elements: Sequence[int], keys, what: Sequence[str]) -> list[Ciphertext]:
+        """Hoisted automorphisms (Max-Parallel ModUp shared by all elements)."""
+        key_list = self._galois_keys(elements, keys, what, ct)
         t = self._level_tables(ct.level)
         maps = jnp.stack([self._index_map(g) for g in elements])
         key_data = jnp.stack([key.data for key in key_list])

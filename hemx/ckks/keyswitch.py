@@ -1,4 +1,4 @@
-"""Hybrid key switching on the ring kernels (the Max-Parallel order: each stage over all towers).
+"""Hybrid key switching on the ring kernels, in three dataflows with bit-identical results (CiFlow §IV).
 
 Data layout: the extended basis of level l is ``[p_0 .. p_{k-1}, q_0 .. q_{n-1}]`` (special primes first), so
 ``Q_l``, ``P`` and ``Q_l P`` are all contiguous limb ranges of the context's ``P + Q`` ring and every table is
@@ -12,10 +12,24 @@ Steps (input: ``x`` in the NTT domain over ``Q_l``):
 3. NTT of the converted limbs (the digit's own limbs are ``x`` itself);
 4. inner product with the key over ``Q_l P``;
 5. ModDown: ``(acc - Conv_{P -> Q_l}([acc]_P)) * P^-1 mod Q_l``.
+
+Dataflows (the order in which towers go through those steps; every step is exact modular arithmetic, so the
+three give identical ciphertexts):
+
+* ``mp`` Max-Parallel: each step over all digits and towers before the next (largest working set: all
+  ``D`` extended digits at once);
+* ``dc`` Digit-Centric: one digit at a time through ModUp, NTT and the key product, adding into a running
+  sum (an optimization barrier chains the digits so they run in sequence);
+* ``oc`` Output-Centric: one output tower at a time. For each tower ``t`` of ``Q_l P`` and each digit, the
+  digit's single-target basis conversion and a one-tower NTT (or, for the digit holding ``t``, the input
+  itself), multiplied into the key row and accumulated in place; the P towers first, then each Q tower
+  immediately followed by its own ModDown. The target-independent halves (INTT, step 1 and the BAT digit
+  operands) are computed once.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from hemx.kernels import bconv as bconv_kernels
@@ -32,6 +46,18 @@ def limb_table(plan, start: int, stop: int) -> modarith.ModulusTable:
     return modarith.ModulusTable(*(f[start:stop] for f in plan.table))
 
 
+DATAFLOWS = ("mp", "dc", "oc")
+
+
+def _modup_digit(x_coef, x_ntt, plan, bplan, lo: int, hi: int, k: int, n: int):
+    """One digit extended to ``Q_l P`` (NTT domain): ``(..., k + n, N)``; the digit's own limbs are ``x_ntt``."""
+    conv = bconv_kernels.bconv(x_coef[..., lo:hi, :], bplan)  # (..., k + n - (hi - lo), N): P, Q_<lo, Q_>=hi
+    parts = [ntt_kernels.ntt(conv[..., : k + lo, :], limb_plan(plan, 0, k + lo)), x_ntt[..., lo:hi, :]]
+    if hi < n:
+        parts.append(ntt_kernels.ntt(conv[..., k + lo :, :], limb_plan(plan, k + hi, k + n)))
+    return jnp.concatenate(parts, axis=-2)
+
+
 def modup(x_ntt, plan, modup_plans, digits, num_special: int, num_q: int):
     """Extended digits of ``x`` over ``Q_l P``: ``(..., D, k + n, N)`` in the NTT domain.
 
@@ -43,13 +69,7 @@ def modup(x_ntt, plan, modup_plans, digits, num_special: int, num_q: int):
     """
     k, n = num_special, num_q
     x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, k, k + n))
-    exts = []
-    for (lo, hi), bplan in zip(digits, modup_plans):
-        conv = bconv_kernels.bconv(x_coef[..., lo:hi, :], bplan)  # (..., k + n - (hi - lo), N): P, Q_<lo, Q_>=hi
-        parts = [ntt_kernels.ntt(conv[..., : k + lo, :], limb_plan(plan, 0, k + lo)), x_ntt[..., lo:hi, :]]
-        if hi < n:
-            parts.append(ntt_kernels.ntt(conv[..., k + lo :, :], limb_plan(plan, k + hi, k + n)))
-        exts.append(jnp.concatenate(parts, axis=-2))
+    exts = [_modup_digit(x_coef, x_ntt, plan, bplan, lo, hi, k, n) for (lo, hi), bplan in zip(digits, modup_plans)]
     return jnp.stack(exts, axis=-3)
 
 
@@ -76,9 +96,94 @@ def moddown(acc, plan, moddown_plan, p_inv, num_special: int, num_q: int, reduct
     return modarith.mul_known(diff, p_inv, table, reduction)
 
 
+def _permute(x, index_map):
+    return x if index_map is None else jnp.take(x, index_map, axis=-1)
+
+
+def keyswitch_mp(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None):
+    """Max-Parallel: all extended digits at once, then the inner product, then ModDown."""
+    ext = _permute(modup(x_ntt, plan, modup_plans, digits, k, n), index_map)
+    acc = inner_product(ext, key, plan, k, n)
+    return moddown(acc, plan, moddown_plan, p_inv, k, n, reduction)
+
+
+def keyswitch_dc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None):
+    """Digit-Centric: digit by digit through ModUp, NTT and the key product into a running sum."""
+    m = k + n
+    table = limb_table(plan, 0, m)
+    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, k, k + n))
+    acc = None
+    for d, ((lo, hi), bplan) in enumerate(zip(digits, modup_plans)):
+        ext = _permute(_modup_digit(x_coef, x_ntt, plan, bplan, lo, hi, k, n), index_map)
+        prod = modarith.mul_barrett(ext[..., None, :, :], key[d, :, :m], table)
+        acc = prod if acc is None else modarith.add_mod(acc, prod, table.q)
+        # the next digit may start only when this one is folded into the sum: one digit live at a time
+        acc, x_coef = jax.lax.optimization_barrier((acc, x_coef))
+    return moddown(acc, plan, moddown_plan, p_inv, k, n, reduction)
+
+
+def _one_limb_table(plan, limb) -> modarith.ModulusTable:
+    return modarith.ModulusTable(*(jax.lax.dynamic_slice_in_dim(f, limb, 1, axis=0) for f in plan.table))
+
+
+def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None):
+    """Output-Centric: one output tower at a time, ModDown fused per Q tower (see the module docstring)."""
+    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, k, k + n))
+    operands = [bconv_kernels.bat_operand(bconv_kernels.scale_step(x_coef[..., lo:hi, :], bp), bp)
+                for (lo, hi), bp in zip(digits, modup_plans)]
+    lead = x_ntt.shape[:-2]
+    size = x_ntt.shape[-1]
+
+    def tower_acc(t):
+        """Key product of tower ``t`` of ``Q_l P`` summed over the digits: ``(..., 2, N)``."""
+        tab = _one_limb_table(plan, t)
+        one = ntt_kernels.select_limb_dynamic(plan, t)
+        acc = jnp.zeros(lead + (2, size), jnp.uint32)
+        for d, ((lo, hi), bp) in enumerate(zip(digits, modup_plans)):
+            own = (t >= k + lo) & (t < k + hi)
+            target = jnp.where(t < k + lo, t, t - (hi - lo))
+
+            def from_input(d=d):
+                return jax.lax.dynamic_index_in_dim(x_ntt, t - k, axis=-2, keepdims=True)
+
+            def from_conversion(d=d, bp=bp):
+                conv = bconv_kernels.matmul_step_bat_one(operands[d], bp, target)
+                return ntt_kernels.ntt(conv, one)
+
+            val = _permute(jax.lax.cond(own, from_input, from_conversion), index_map)  # (..., 1, N)
+            keyrow = jax.lax.dynamic_index_in_dim(key[d], t, axis=-2, keepdims=False)  # (2, N)
+            acc = modarith.add_mod(acc, modarith.mul_barrett(val, keyrow, tab), tab.q)
+        return acc
+
+    def stack_towers(rows):  # (towers, ..., 2, N) -> (..., 2, towers, N)
+        return jnp.moveaxis(rows, 0, -2)
+
+    p_acc = stack_towers(jax.lax.map(tower_acc, jnp.arange(k)))
+    p_coef = ntt_kernels.intt(p_acc, limb_plan(plan, 0, k))
+    p_operand = bconv_kernels.bat_operand(bconv_kernels.scale_step(p_coef, moddown_plan), moddown_plan)
+
+    def q_tower(i):
+        t = k + i
+        tab = _one_limb_table(plan, t)
+        acc = tower_acc(t)
+        conv = bconv_kernels.matmul_step_bat_one(p_operand, moddown_plan, i)  # (..., 2, 1, N)
+        conv = ntt_kernels.ntt(conv, ntt_kernels.select_limb_dynamic(plan, t))[..., 0, :]
+        diff = modarith.sub_mod(acc, conv, tab.q)
+        pinv = modarith.KnownOperand(*(jax.lax.dynamic_slice_in_dim(f, i, 1, axis=0) for f in p_inv))
+        return modarith.mul_known(diff, pinv, tab, reduction)
+
+    return stack_towers(jax.lax.map(q_tower, jnp.arange(n)))
+
+
+_SCHEDULES = {"mp": keyswitch_mp, "dc": keyswitch_dc, "oc": keyswitch_oc}
+
+
 def keyswitch(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special: int, num_q: int,
-              reduction: str):
-    """Switch ``x`` (a polynomial multiplying the source key) to the key's target: ``(..., 2, n, N)``."""
-    ext = modup(x_ntt, plan, modup_plans, digits, num_special, num_q)
-    acc = inner_product(ext, key, plan, num_special, num_q)
-    return moddown(acc, plan, moddown_plan, p_inv, num_special, num_q, reduction)
+              reduction: str, dataflow: str = "mp", index_map=None):
+    """Switch ``x`` (a polynomial multiplying the source key) to the key's target: ``(..., 2, n, N)``.
+
+    ``index_map`` applies a Galois automorphism (NTT-domain gather) to the extended digits first: the
+    key switch of a rotation, with the automorphism commuted past ModUp.
+    """
+    return _SCHEDULES[dataflow](x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special, num_q,
+                                reduction, index_map)

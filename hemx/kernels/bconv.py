@@ -133,14 +133,30 @@ def scale_step(x, plan: BConvPlan):
 def matmul_step_bat(y, plan: BConvPlan):
     """Step 2 through BAT: ``(..., L, N)`` in the source basis -> ``(..., L', N)`` in the target basis."""
     require_x64()
-    k, bp = plan.num, plan.merge.bp
-    digits = bat.decompose_operand(y, plan.src.q, k, bp, axis=-2)  # (..., L, K, N)
-    digits = digits.reshape(digits.shape[:-3] + (-1, digits.shape[-1]))
-    bits = (y > (plan.src.q >> 1)).astype(jnp.int8)  # s_i: 1 where the centered digit used y_i - q_i
-    operand = jnp.concatenate([digits, bits], axis=-2)  # (..., L*K + L, N)
+    k = plan.num
+    operand = bat_operand(y, plan)  # (..., L*K + L, N)
     zc = jnp.einsum("hv,...vn->...hn", plan.dense, operand, preferred_element_type=jnp.int32)
     zc = zc.reshape(zc.shape[:-2] + (plan.dst.q.shape[0], k, zc.shape[-1]))
     return bat.merge_reduce(zc, plan.merge, trailing=1)
+
+
+def bat_operand(y, plan: BConvPlan):
+    """The int8 operand of the BAT step for ``y`` (after step 1): ``(..., L*K + L, N)``, target-independent."""
+    digits = bat.decompose_operand(y, plan.src.q, plan.num, plan.merge.bp, axis=-2)  # (..., L, K, N)
+    digits = digits.reshape(digits.shape[:-3] + (-1, digits.shape[-1]))
+    bits = (y > (plan.src.q >> 1)).astype(jnp.int8)  # s_i: 1 where the centered digit used y_i - q_i
+    return jnp.concatenate([digits, bits], axis=-2)
+
+
+def matmul_step_bat_one(operand, plan: BConvPlan, target):
+    """Step 2 for the single target modulus ``target`` (may be traced): ``(..., V, N) -> (..., 1, N)``."""
+    k = plan.num
+    rows = jax.lax.dynamic_slice_in_dim(plan.dense, target * k, k, axis=0)  # (K, V)
+    zc = jnp.einsum("hv,...vn->...hn", rows, operand, preferred_element_type=jnp.int32)[..., None, :, :]
+    one = lambda a: jax.lax.dynamic_slice_in_dim(a, target, 1, axis=0)  # noqa: E731
+    merge = dataclasses.replace(plan.merge, q=one(plan.merge.q), offset=one(plan.merge.offset), mu=one(plan.merge.mu),
+                                sa=one(plan.merge.sa), sb=one(plan.merge.sb), qinv_neg=one(plan.merge.qinv_neg))
+    return bat.merge_reduce(zc, merge, trailing=1)
 
 
 def matmul_step_elementwise(y, plan: BConvPlan):
