@@ -100,6 +100,24 @@ def _cmd_bench_ops(args) -> int:
     return 0
 
 
+def _cmd_bench_keyswitch(args) -> int:
+    from hemx.bench import keyswitch as kb
+    from hemx.bench.report import save_results
+
+    console = _console()
+    sets = [s.strip().upper() for s in args.sets.split(",") if s.strip()]
+    bad = [s for s in sets if s not in kb.SETS]
+    if bad:
+        raise HemxError(f"unknown set(s) {bad}; choose from {sorted(kb.SETS)}")
+    flows = [f.strip() for f in args.dataflows.split(",") if f.strip()]
+    tiles = [int(t) for t in args.oc_tiles.split(",") if t.strip()]
+    results = kb.bench_keyswitch(sets, flows, repeats=args.repeats, ntt=args.ntt, oc_tiles=tiles, console=console)
+    kb.print_keyswitch_report(results, console)
+    path = save_results(results, "keyswitch", args.out, meta={"argv": sys.argv[1:]})
+    console.print(f"results written to {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hemx", description="CKKS homomorphic encryption on matrix engines")
     sub = p.add_subparsers(dest="command", required=True)
@@ -138,6 +156,21 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--plot", default="", help="write a latency-vs-N plot (PNG) to this path")
     o.add_argument("--out", default="bench-results")
     o.set_defaults(func=_cmd_bench_ops)
+
+    w = bsub.add_parser("keyswitch", help="MP / DC / OC key-switching dataflows: latency and peak working set")
+    w.add_argument("--sets", default="C,D")
+    w.add_argument("--dataflows", default="mp,dc,oc")
+    w.add_argument("--repeats", type=int, default=3)
+    w.add_argument("--oc-tiles", default="1", help="towers per Output-Centric step to measure (comma list)")
+    w.add_argument("--ntt", default="butterfly", choices=["butterfly", "four_step", "mat3", "multilevel"])
+    w.add_argument("--out", default="bench-results")
+    w.set_defaults(func=_cmd_bench_keyswitch)
+
+    from hemx.dataflow.cli import add_arguments as dataflow_arguments, run_cli as dataflow_run
+
+    d = sub.add_parser("dataflow", help="CiFlow key-switching data-movement model (Tab. II-IV, sweeps, any preset)")
+    dataflow_arguments(d)
+    d.set_defaults(func=dataflow_run)
     return p
 
 

@@ -94,24 +94,31 @@ def _tensor(a, b, plan, k, n):
     return d0, d1, d2
 
 
-@partial(jax.jit, static_argnames=("k", "n", "digits", "reduction", "dataflow"))
-def _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
-    sw = ks.keyswitch(d2, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, dataflow)
+_KS_STATIC = ("k", "n", "digits", "reduction", "dataflow", "oc_tile")
+
+
+@partial(jax.jit, static_argnames=_KS_STATIC)
+def _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow,
+                 oc_tile):
+    sw = ks.keyswitch(d2, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, dataflow,
+                      oc_tile=oc_tile)
     q = ks.limb_table(plan, k, k + n).q
     return jnp.stack([modarith.add_mod(d0, sw[..., 0, :, :], q), modarith.add_mod(d1, sw[..., 1, :, :], q)], axis=-3)
 
 
-@partial(jax.jit, static_argnames=("k", "n", "digits", "reduction", "dataflow"))
-def _mul_relin(a, b, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
+@partial(jax.jit, static_argnames=_KS_STATIC)
+def _mul_relin(a, b, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow, oc_tile):
     d0, d1, d2 = _tensor(a, b, plan, k, n)
-    return _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow)
+    return _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow,
+                        oc_tile)
 
 
-@partial(jax.jit, static_argnames=("k", "n", "digits", "reduction", "dataflow"))
-def _rotate_one(ct, index_map, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
+@partial(jax.jit, static_argnames=_KS_STATIC)
+def _rotate_one(ct, index_map, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow,
+                oc_tile):
     """One rotation with the chosen key-switching dataflow: ``(..., 2, n, N)``."""
     sw = ks.keyswitch(ct[..., 1, :, :], key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction,
-                      dataflow, index_map)
+                      dataflow, index_map, oc_tile=oc_tile)
     q = ks.limb_table(plan, k, k + n).q
     c0 = automorphism.apply_ntt_automorphism(ct[..., 0, :, :], index_map)
     return jnp.stack([modarith.add_mod(c0, sw[..., 0, :, :], q), sw[..., 1, :, :]], axis=-3)
@@ -165,6 +172,7 @@ class Context:
         reduction: modular reduction for known-operand products ("shoup", "montgomery", "barrett").
         keyswitch: key-switching dataflow, "mp" (Max-Parallel), "dc" (Digit-Centric) or "oc" (Output-Centric);
             all give identical results, they differ in working set and speed. Overridable per call.
+        oc_tile: towers per step of the Output-Centric dataflow (1: one tower at a time, as in CiFlow).
         sampler: randomness source; default the OS CSPRNG. ``Sampler.insecure_for_tests(seed)`` for tests only.
     """
 
@@ -176,6 +184,7 @@ class Context:
         ntt: str = "butterfly",
         reduction: str = "shoup",
         keyswitch: str = "mp",
+        oc_tile: int = 1,
         sampler: Sampler | None = None,
     ):
         if not isinstance(params, CKKSParameters):
@@ -186,6 +195,9 @@ class Context:
         self.sampler = sampler or Sampler()
         self.reduction = reduction
         self.keyswitch = self._check_dataflow(keyswitch)
+        if int(oc_tile) < 1:
+            raise ParameterError(f"oc_tile must be a positive number of towers, got {oc_tile}")
+        self.oc_tile = int(oc_tile)
         self.num_special = len(params.special_moduli)
         self.basis = tuple(params.special_moduli) + tuple(params.moduli)  # P first, then Q
         self.ring = RNSRing(params.n, self.basis, ntt, reduction=reduction)
@@ -212,7 +224,8 @@ class Context:
             jax.device_put(bconv_kernels.make_bconv_plan(qs[lo:hi], ps + qs[:lo] + qs[hi:], reduction=self.reduction))
             for lo, hi in digits
         )
-        moddown = jax.device_put(bconv_kernels.make_bconv_plan(ps, qs, reduction=self.reduction))
+        # centered: ModDown then rounds its division by P and the conversion error has zero mean
+        moddown = jax.device_put(bconv_kernels.make_bconv_plan(ps, qs, reduction=self.reduction, centered=True))
         big_p = math.prod(ps)
         p_inv = modarith.known_operand(
             np.array([[pow(big_p, -1, q)] for q in qs], dtype=np.int64), np.array(qs, np.int64).reshape(-1, 1)
@@ -343,7 +356,7 @@ class Context:
         else:
             steps = [int(r) for r in rotations]
         galois = {}
-        elements = {automorphism.galois_element(p.n, r) for r in steps if r % self.slots}
+        elements = {automorphism.galois_element(p.n, r % self.slots) for r in steps if r % self.slots}
         if conjugation:
             elements.add(automorphism.conjugation_element(p.n))
         for g in sorted(elements):
@@ -530,11 +543,12 @@ class Context:
             self._same_keys(a, b)
             a, b = self._align(a, b, check_scale=False)
             key = self._relin_key(keys, a)
+            self._check_product_scale(a.scale * b.scale, a.level)
             t = self._level_tables(a.level)
             flow = self._check_dataflow(keyswitch or self.keyswitch)
             data = _mul_relin(a.data, b.data, key.data, self.plan, t["modup"], t["moddown"], t["p_inv"],
                               k=self.num_special, n=t["n"], digits=t["digits"], reduction=self.reduction,
-                              dataflow=flow)
+                              dataflow=flow, oc_tile=self.oc_tile)
             out = a.replace(data=data, scale=a.scale * b.scale, is_complex=a.is_complex or b.is_complex)
         else:
             out = self._mul_plain(a, b)
@@ -542,19 +556,39 @@ class Context:
 
     def _mul_plain(self, a: Ciphertext, b) -> Ciphertext:
         if isinstance(b, Plaintext):
+            if b.context_id != self.id:
+                raise ContextMismatchError("the plaintext belongs to another context")
             pt = b
         else:
             t = self._level_tables(a.level)
-            scale = t["divisor"] if t["divisor"] else self.params.scale
             z = np.asarray(b)
-            if z.ndim == 0 and not np.iscomplexobj(z):  # real scalar: an integer constant, no encoding
-                return self._mul_scalar(a, float(z), scale)
-            pt = self.encode(self._broadcast_values(b), level=a.level, scale=scale)
+            real_scalar = z.ndim == 0 and not np.iscomplexobj(z)
+            if t["divisor"] is None:  # level 0: no rescale follows, only exact integers keep the scale
+                if real_scalar and float(z) == round(float(z)):
+                    return self._mul_scalar(a, float(z), 1.0)
+                raise LevelError(
+                    "no levels left: at level 0 a ciphertext can only be multiplied by integers (there is no "
+                    "prime left to rescale by); multiply earlier, or use parameters with more levels"
+                )
+            if real_scalar:  # an integer constant, no encoding
+                return self._mul_scalar(a, float(z), t["divisor"])
+            pt = self.encode(self._broadcast_values(b), level=a.level, scale=t["divisor"])
         a, pt = self._align(a, pt, check_scale=False)
+        self._check_product_scale(a.scale * pt.scale, a.level)
         data = _mul_elementwise(a.data, pt.data[..., None, :, :], self.plan, self.num_special, a.num_limbs)
         return a.replace(data=data, scale=a.scale * pt.scale, is_complex=a.is_complex or pt.is_complex)
 
+    def _check_product_scale(self, scale: float, level: int) -> None:
+        """A product whose scale reaches the modulus would wrap around: refuse it with a clear error."""
+        log_q = sum(math.log2(q) for q in self.params.moduli[: self._limbs(level)])
+        if math.log2(scale) >= log_q - 1:
+            raise LevelError(
+                f"the product would have scale 2^{math.log2(scale):.1f}, beyond the modulus at level {level} "
+                f"(2^{log_q:.1f}); rescale the operands first, or use parameters with more levels"
+            )
+
     def _mul_scalar(self, a: Ciphertext, value: float, scale: float) -> Ciphertext:
+        self._check_product_scale(a.scale * scale, a.level)
         c = int(round(value * scale))
         n = a.num_limbs
         qs = np.array(self.params.moduli[:n], dtype=np.int64).reshape(-1, 1)
@@ -590,7 +624,7 @@ class Context:
         self._check_ct(ct)
         if int(steps) % ct.slots == 0:
             return ct
-        g = automorphism.galois_element(self.params.n, int(steps))
+        g = automorphism.galois_element(self.params.n, int(steps) % ct.slots)  # steps are taken mod the slots
         return self._galois_one(ct, g, keys, f"rotation by {steps}", keyswitch)
 
     def conjugate(self, ct: Ciphertext, keys, *, keyswitch: str | None = None) -> Ciphertext:
@@ -605,7 +639,7 @@ class Context:
         flow = self._check_dataflow(keyswitch or self.keyswitch)
         data = _rotate_one(ct.data, self._index_map(g), key.data, self.plan, t["modup"], t["moddown"], t["p_inv"],
                            k=self.num_special, n=t["n"], digits=t["digits"], reduction=self.reduction,
-                           dataflow=flow)
+                           dataflow=flow, oc_tile=self.oc_tile)
         return ct.replace(data=data)
 
     def rotate_many(self, ct: Ciphertext, steps: Sequence[int], keys) -> list[Ciphertext]:
@@ -618,7 +652,7 @@ class Context:
             if s % ct.slots == 0:
                 out[i] = ct
         if todo:
-            gs = [automorphism.galois_element(self.params.n, s) for _, s in todo]
+            gs = [automorphism.galois_element(self.params.n, s % ct.slots) for _, s in todo]
             rotated = self._galois(ct, gs, keys, [f"rotation by {s}" for _, s in todo])
             for (i, _), r in zip(todo, rotated):
                 out[i] = r

@@ -13,6 +13,8 @@ import dataclasses
 import math
 from typing import Sequence
 
+import numpy as np
+
 from hemx.ckks.security import check_security, max_log_qp
 from hemx.errors import ModulusError, ParameterError
 from hemx.nt import is_prime, log2_exact, ntt_primes
@@ -182,7 +184,9 @@ class CKKSParameters:
             raise ParameterError("levels must be non-negative")
         n = 1 << log_n
         num_limbs = len(base_bits) + levels * primes_per_level
-        dnum = min(dnum, num_limbs)
+        if not isinstance(dnum, (int, np.integer)) or dnum < 1:
+            raise ParameterError(f"dnum must be a positive number of digits, got {dnum!r}")
+        dnum = min(int(dnum), num_limbs)
         alpha = -(-num_limbs // dnum)
         used: list[int] = []
 

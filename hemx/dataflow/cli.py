@@ -15,6 +15,7 @@ import sys
 
 from hemx.dataflow.benchmarks import BENCHMARKS, CIFLOW_SCRATCHPAD_MB, SWEEP_GBS
 from hemx.dataflow.model import KEY_MODES, POLICIES, RPU_MODOPS, Analyzer, Machine
+from hemx.dataflow.schedule import ScheduleOptions
 from hemx.dataflow.shape import KeySwitchShape
 from hemx.errors import ParameterError
 
@@ -50,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "half regenerated from a seed (default: CiFlow's setting for each table)")
     parser.add_argument("--policy", choices=POLICIES, default="belady",
                         help="scratchpad eviction: belady (furthest next use; default) or lru")
+    parser.add_argument("--orders", choices=("ciflow", "hemx"), default="ciflow",
+                        help="schedule orders: CiFlow's reading (default) or those hemx.ckks.keyswitch runs")
     parser.add_argument("--word-bytes", type=int, default=None,
                         help="bytes per residue (default: 8 for CiFlow's sets, 4 for hemx parameter sets)")
     parser.add_argument("--format", choices=("table", "json"), default="table",
@@ -96,7 +99,7 @@ def collect(args) -> dict[str, list[dict]]:
     if args.scratchpad_mb <= 0:
         raise ParameterError("--scratchpad-mb must be positive")
     single_bw = _bandwidths(args.bandwidth_gbs, (64.0,))
-    an = Analyzer()
+    an = Analyzer(options=ScheduleOptions.hemx() if getattr(args, "orders", "ciflow") == "hemx" else None)
 
     def machine(kind: str, gbs: float = single_bw[0]) -> Machine:
         return Machine.create(args.scratchpad_mb, gbs, modops, args.keys or _DEFAULT_KEYS[kind], args.policy)

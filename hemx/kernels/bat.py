@@ -101,6 +101,7 @@ def chunk_decompose(x, num: int, bp: int = DEFAULT_BP, axis: int = -1):
         return _byte_digits(x, num, axis)
     half = 1 << (bp - 1)
     mask = (1 << bp) - 1
+    x = x.astype(jnp.int64)  # (x - d) may leave the int32 range before the shift brings it back
     digits = []
     for _ in range(num):
         d = ((x + half) & mask) - half
@@ -362,12 +363,13 @@ def apply_known(x, mat: BatMatrix):
 class ToeplitzMatrix:
     """Baseline compiled form: int8 ``(M, H*(2K-1), V*K)`` Toeplitz blocks of the digits of ``A``.
 
-    ``low`` merges partial sums 0..K-1, ``high`` merges K..2K-2; the result is ``low + high * 2^(bp*K)``.
+    ``low`` merges partial sums 0..K-1, ``high`` merges K..2K-2 (None when K = 1: no high sums); the result is
+    ``low + high * 2^(bp*K)``.
     """
 
     dense: np.ndarray
     low: MergeTable
-    high: MergeTable
+    high: MergeTable | None
     shift: np.ndarray  # uint32 2^(bp*K) mod q
     shift_shoup: np.ndarray  # its Shoup constant
     num: int
@@ -406,7 +408,7 @@ def compile_toeplitz_matrix(a, moduli: Sequence[int], bp: int = DEFAULT_BP) -> T
     return ToeplitzMatrix(
         dense=dense,
         low=make_merge_table(qs, bound, num, bp, "barrett"),
-        high=make_merge_table(qs, bound, num - 1, bp, "barrett"),
+        high=make_merge_table(qs, bound, num - 1, bp, "barrett") if num > 1 else None,
         shift=np.asarray(shift, np.uint32),
         shift_shoup=shoup_precompute(shift, qs),
         num=num,
@@ -425,6 +427,8 @@ def apply_toeplitz(x, mat: ToeplitzMatrix):
     zc = jnp.einsum("mhv,...mavb->...mahb", mat.dense, d, preferred_element_type=jnp.int32)
     zc = zc.reshape(zc.shape[:-2] + (mat.rows, 2 * k - 1, zc.shape[-1]))
     low = merge_reduce(zc[..., :k, :], mat.low, trailing=3)
+    if mat.high is None:
+        return low
     high = merge_reduce(zc[..., k:, :], mat.high, trailing=3)
     high = mul_shoup(high, _per_modulus(mat.shift, 3), _per_modulus(mat.shift_shoup, 3), q)
     return add_mod(low, high, q)

@@ -3,7 +3,9 @@
     out_j = ( sum_i [x_i * qhat_i^-1]_{q_i} * [qhat_i]_{p_j} ) mod p_j,      qhat_i = Q / q_i,  Q = prod q_i
 
 (the standard "fast" conversion: ``out = X + u Q mod p_j`` for the CRT value ``X`` of ``x`` and some integer
-``0 <= u < L``). Step 1 is an element-wise product by a known constant (:func:`hemx.kernels.modarith.mul_known`).
+``0 <= u < L``). With ``centered=True`` the bracket ``[.]_{q_i}`` is taken in ``(-q_i/2, q_i/2]`` instead: the
+result is then ``X_c + u Q`` for the *centered* CRT value ``X_c`` and ``|u| <= L/2``, a zero-mean error, which is
+what ModDown needs to round (rather than floor) its division by P. Step 1 is an element-wise product by a known constant (:func:`hemx.kernels.modarith.mul_known`).
 Step 2, an ``(N, L, L')`` modular matmul, is computed two ways:
 
 * ``bat``: one int8 matmul ``(L'*K, L*K + L) @ (L*K + L, N)``. The runtime operand ``y_i`` in ``[0, q_i)`` is
@@ -15,7 +17,7 @@ Step 2, an ``(N, L, L')`` modular matmul, is computed two ways:
 from __future__ import annotations
 
 import dataclasses
-from math import prod
+from math import gcd, prod
 from typing import Sequence
 
 import jax
@@ -29,6 +31,7 @@ from hemx.kernels.modarith import (
     KnownOperand,
     ModulusTable,
     add_mod,
+    sub_mod,
     check_modulus,
     known_operand,
     make_modulus_table,
@@ -49,32 +52,38 @@ class BConvPlan:
         qhat_mod_p: known operands ``[qhat_i]_{p_j}``, ``(L, L', 1)`` (element-wise baseline).
         dense: int8 ``(L'*K, L*K + L)`` BAT matrix.
         merge: merge/reduction constants for the L' target moduli.
+        corr: known operands ``[q_i qhat_i]_{p_j}``, ``(L, L', 1)`` (centering correction, element-wise path).
         num: chunks per residue K (static); reduction: method for known products (static).
+        centered: whether step 1's result is used centered (static).
     """
 
     src: ModulusTable
     dst: ModulusTable
     qhat_inv: KnownOperand
     qhat_mod_p: KnownOperand
+    corr: KnownOperand
     dense: np.ndarray
     merge: bat.MergeTable
     num: int
     reduction: str
+    centered: bool
 
 
 jax.tree_util.register_dataclass(
     BConvPlan,
-    data_fields=["src", "dst", "qhat_inv", "qhat_mod_p", "dense", "merge"],
-    meta_fields=["num", "reduction"],
+    data_fields=["src", "dst", "qhat_inv", "qhat_mod_p", "corr", "dense", "merge"],
+    meta_fields=["num", "reduction", "centered"],
 )
 
 
 def make_bconv_plan(
-    source: Sequence[int], target: Sequence[int], *, bp: int = bat.DEFAULT_BP, reduction: str = "shoup"
+    source: Sequence[int], target: Sequence[int], *, bp: int = bat.DEFAULT_BP, reduction: str = "shoup",
+    centered: bool = False,
 ) -> BConvPlan:
     """Precompute the conversion tables (host side, exact integers).
 
-    Source and target moduli must be odd, below 2^31 and pairwise coprime (together).
+    Source and target moduli must be odd, below 2^31 and pairwise coprime (together). ``centered`` selects the
+    centered variant (see the module docstring).
     """
     src = [check_modulus(q) for q in source]
     dst = [check_modulus(p) for p in target]
@@ -83,6 +92,10 @@ def make_bconv_plan(
     allm = src + dst
     if len(set(allm)) != len(allm):
         raise ModulusError("source and target moduli must be distinct")
+    for i, a in enumerate(allm):
+        for b in allm[i + 1 :]:
+            if gcd(a, b) != 1:
+                raise ModulusError(f"basis-conversion moduli must be pairwise coprime; {a} and {b} share {gcd(a, b)}")
     big_q = prod(src)
     qhat = [big_q // q for q in src]
     qhat_inv = [pow(h % q, -1, q) for h, q in zip(qhat, src)]
@@ -91,29 +104,32 @@ def make_bconv_plan(
     bp = bat.check_bp(bp)
     num = max(bat.num_chunks(m, bp) for m in allm)
     nl, nlp = len(src), len(dst)
-    # columns: chunk j of centered y_i at v = i*K + j, then the L correction bits s_i
-    vals = np.zeros((nlp, nl * num + nl), dtype=np.int64)
-    dense = np.zeros((nlp, num, nl * num + nl), dtype=np.int8)
+    # columns: chunk j of centered y_i at v = i*K + j, then (uncentered variant) the L correction bits s_i
+    extra = 0 if centered else nl
+    vals = np.zeros((nlp, nl * num + extra), dtype=np.int64)
     pcol = np.asarray(dst, dtype=np.int64)
     for i in range(nl):
         cur = c[i].copy()
         for j in range(num):
             vals[:, i * num + j] = np.where(cur > pcol // 2, cur - pcol, cur)
             cur = (cur << bp) % pcol
-        vals[:, nl * num + i] = np.where(corr[i] > pcol // 2, corr[i] - pcol, corr[i])
+        if not centered:
+            vals[:, nl * num + i] = np.where(corr[i] > pcol // 2, corr[i] - pcol, corr[i])
     digits = bat._np_balanced_digits(vals, num, bp)  # (L', V, K_out)
-    dense[:] = digits.transpose(0, 2, 1)
-    bound = nl * num * (1 << (2 * bp - 2)) + nl * (1 << (bp - 1))
+    dense = np.ascontiguousarray(digits.transpose(0, 2, 1))
+    bound = nl * num * (1 << (2 * bp - 2)) + extra * (1 << (bp - 1))
     merge = bat.make_merge_table(dst, bound, num, bp, "barrett")
     return BConvPlan(
         src=make_modulus_table(src),
         dst=make_modulus_table(dst),
         qhat_inv=known_operand(np.asarray(qhat_inv, np.int64).reshape(nl, 1), np.asarray(src, np.int64).reshape(nl, 1)),
         qhat_mod_p=known_operand(c.reshape(nl, nlp, 1), np.asarray(dst, np.int64).reshape(1, nlp, 1)),
-        dense=dense.reshape(nlp * num, nl * num + nl),
+        corr=known_operand(corr.reshape(nl, nlp, 1), np.asarray(dst, np.int64).reshape(1, nlp, 1)),
+        dense=dense.reshape(nlp * num, nl * num + extra),
         merge=merge,
         num=num,
         reduction=reduction,
+        centered=bool(centered),
     )
 
 
@@ -144,18 +160,22 @@ def bat_operand(y, plan: BConvPlan):
     """The int8 operand of the BAT step for ``y`` (after step 1): ``(..., L*K + L, N)``, target-independent."""
     digits = bat.decompose_operand(y, plan.src.q, plan.num, plan.merge.bp, axis=-2)  # (..., L, K, N)
     digits = digits.reshape(digits.shape[:-3] + (-1, digits.shape[-1]))
+    if plan.centered:
+        return digits
     bits = (y > (plan.src.q >> 1)).astype(jnp.int8)  # s_i: 1 where the centered digit used y_i - q_i
     return jnp.concatenate([digits, bits], axis=-2)
 
 
-def matmul_step_bat_one(operand, plan: BConvPlan, target):
-    """Step 2 for the single target modulus ``target`` (may be traced): ``(..., V, N) -> (..., 1, N)``."""
+def matmul_step_bat_rows(operand, plan: BConvPlan, start: int, stop: int):
+    """Step 2 for the target moduli ``start..stop-1`` only (static): ``(..., V, N) -> (..., stop - start, N)``."""
     k = plan.num
-    rows = jax.lax.dynamic_slice_in_dim(plan.dense, target * k, k, axis=0)  # (K, V)
-    zc = jnp.einsum("hv,...vn->...hn", rows, operand, preferred_element_type=jnp.int32)[..., None, :, :]
-    one = lambda a: jax.lax.dynamic_slice_in_dim(a, target, 1, axis=0)  # noqa: E731
-    merge = dataclasses.replace(plan.merge, q=one(plan.merge.q), offset=one(plan.merge.offset), mu=one(plan.merge.mu),
-                                sa=one(plan.merge.sa), sb=one(plan.merge.sb), qinv_neg=one(plan.merge.qinv_neg))
+    rows = plan.dense[start * k : stop * k]  # (T*K, V)
+    zc = jnp.einsum("hv,...vn->...hn", rows, operand, preferred_element_type=jnp.int32)
+    zc = zc.reshape(zc.shape[:-2] + (stop - start, k, zc.shape[-1]))
+    part = lambda a: a[start:stop]  # noqa: E731
+    merge = dataclasses.replace(plan.merge, q=part(plan.merge.q), offset=part(plan.merge.offset),
+                                mu=part(plan.merge.mu), sa=part(plan.merge.sa), sb=part(plan.merge.sb),
+                                qinv_neg=part(plan.merge.qinv_neg))
     return bat.merge_reduce(zc, merge, trailing=1)
 
 
@@ -169,6 +189,9 @@ def matmul_step_elementwise(y, plan: BConvPlan):
         if plan.reduction == "barrett":
             yi = yi % plan.dst.q
         term = mul_known(yi, KnownOperand(*(f[i] for f in plan.qhat_mod_p)), plan.dst, plan.reduction)
+        if plan.centered:  # y_i above q_i / 2 stands for y_i - q_i: subtract [q_i qhat_i]_{p_j}
+            upper = y[..., i : i + 1, :] > (plan.src.q[i] >> 1)
+            term = jnp.where(upper, sub_mod(term, plan.corr.value[i], plan.dst.q), term)
         acc = term if acc is None else add_mod(acc, term, plan.dst.q)
     return acc
 

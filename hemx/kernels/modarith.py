@@ -285,6 +285,8 @@ def known_operand(w, q) -> KnownOperand:
     if w.dtype == object or q.dtype == object:
         q_obj = np.broadcast_to(q.astype(object), np.broadcast_shapes(w.shape, q.shape))
         value = np.asarray(w.astype(object) % q_obj, dtype=np.uint64)
+    elif np.issubdtype(w.dtype, np.unsignedinteger):  # may exceed the int64 range
+        value = np.mod(w.astype(np.uint64), q.astype(np.uint64))
     else:
         value = np.mod(w.astype(np.int64), q.astype(np.int64)).astype(np.uint64)
     qv = np.broadcast_to(q.astype(np.uint64), value.shape)

@@ -120,8 +120,10 @@ class RNSRing:
             if host.dtype == object or not np.issubdtype(host.dtype, np.integer):
                 raise ShapeError(f"{name} must be an integer array of residues, got dtype {host.dtype}")
             if host.ndim >= 2 and host.shape[-2:] == (self.num_limbs, self.n) and host.size:
-                qs = np.asarray(self.moduli, dtype=np.int64).reshape(-1, 1)
-                if host.min() < 0 or np.any(host.astype(np.int64) >= qs):
+                unsigned = np.issubdtype(host.dtype, np.unsignedinteger)
+                wide = host.astype(np.uint64) if unsigned else host.astype(np.int64)
+                qs = np.asarray(self.moduli, dtype=wide.dtype).reshape(-1, 1)
+                if (not unsigned and host.min() < 0) or np.any(wide >= qs):
                     raise ParameterError(f"{name} holds values outside [0, q) for its limb; use ring.from_ints")
             arr = jnp.asarray(host.astype(np.uint32))
         if arr.ndim < 2 or arr.shape[-2:] != (self.num_limbs, self.n):
@@ -141,6 +143,8 @@ class RNSRing:
         for q in self.moduli:
             if c.dtype == object:
                 limbs.append(np.asarray(c % q, dtype=np.int64))
+            elif np.issubdtype(c.dtype, np.unsignedinteger):  # values may exceed the int64 range
+                limbs.append(np.mod(c.astype(np.uint64), np.uint64(q)))
             else:
                 limbs.append(np.mod(c.astype(np.int64), q))
         return jnp.asarray(np.stack(limbs, axis=-2).astype(np.uint32))
