@@ -110,8 +110,7 @@ def _cmd_bench_keyswitch(args) -> int:
     if bad:
         raise HemxError(f"unknown set(s) {bad}; choose from {sorted(kb.SETS)}")
     flows = [f.strip() for f in args.dataflows.split(",") if f.strip()]
-    tiles = [int(t) for t in args.oc_tiles.split(",") if t.strip()]
-    results = kb.bench_keyswitch(sets, flows, repeats=args.repeats, ntt=args.ntt, oc_tiles=tiles, console=console)
+    results = kb.bench_keyswitch(sets, flows, repeats=args.repeats, ntt=args.ntt, console=console)
     kb.print_keyswitch_report(results, console)
     path = save_results(results, "keyswitch", args.out, meta={"argv": sys.argv[1:]})
     console.print(f"results written to {path}")
@@ -161,7 +160,6 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--sets", default="C,D")
     w.add_argument("--dataflows", default="mp,dc,oc")
     w.add_argument("--repeats", type=int, default=3)
-    w.add_argument("--oc-tiles", default="1", help="towers per Output-Centric step to measure (comma list)")
     w.add_argument("--ntt", default="butterfly", choices=["butterfly", "four_step", "mat3", "multilevel"])
     w.add_argument("--out", default="bench-results")
     w.set_defaults(func=_cmd_bench_keyswitch)

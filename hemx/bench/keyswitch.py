@@ -50,7 +50,6 @@ def bench_keyswitch(
     *,
     repeats: int = 3,
     ntt: str = "butterfly",
-    oc_tiles: Sequence[int] = (1,),
     console: Console | None = None,
 ) -> list[BenchResult]:
     console = console or Console()
@@ -60,9 +59,8 @@ def bench_keyswitch(
         from hemx import dataflow as model
     except ImportError:  # the model is optional here
         model = None
-    variants = [(f, t) for f in dataflows for t in (oc_tiles if f == "oc" else (None,))]
     with _progress(console) as prog:
-        task = prog.add_task("key switching", total=len(sets) * len(variants))
+        task = prog.add_task("key switching", total=len(sets) * len(dataflows))
         for s in sets:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", InsecureParametersWarning)
@@ -73,11 +71,10 @@ def bench_keyswitch(
             t = ctx._level_tables(level)
             x = ctx.encrypt(np.random.default_rng(0).uniform(-1, 1, ctx.slots), keys).data[1]
             ref = None
-            for flow, tile in variants:
-                name = flow if tile is None else f"oc/{tile}"
-                prog.update(task, description=f"set {s}: {name}")
+            for flow in dataflows:
+                prog.update(task, description=f"set {s}: {flow}")
                 fn = partial(ks.keyswitch, digits=t["digits"], num_special=ctx.num_special, num_q=t["n"],
-                             reduction=ctx.reduction, dataflow=flow, oc_tile=tile or 1)
+                             reduction=ctx.reduction, dataflow=flow)
                 args = (x, keys.relin.data, ctx.plan, t["modup"], t["moddown"], t["p_inv"])
                 mem = _compiled_memory(fn, *args)
                 jitted = jax.jit(fn)
@@ -85,7 +82,7 @@ def bench_keyswitch(
                 ref = out if ref is None else ref
                 tm = time_call(jitted, *args, repeats=repeats)
                 row = {"set": s, "n": params.n, "limbs": t["n"], "special": ctx.num_special, "dnum": params.dnum,
-                       "level": level, "dataflow": flow, "oc_tile": tile, **mem}
+                       "level": level, "dataflow": flow, **mem}
                 peak = _device_peak()
                 if peak is not None:
                     row["device_peak_bytes"] = peak
@@ -95,7 +92,7 @@ def bench_keyswitch(
                         extra["model"] = model.predict(params, flow, level=level)
                     except Exception as exc:  # report, do not hide
                         extra["model_error"] = f"{type(exc).__name__}: {exc}"
-                results.append(BenchResult("keyswitch", name, row, tm.median_s, tm.min_s, 1 / tm.median_s,
+                results.append(BenchResult("keyswitch", flow, row, tm.median_s, tm.min_s, 1 / tm.median_s,
                                            "keyswitch/s", extra))
                 prog.advance(task)
             del ctx, keys

@@ -161,21 +161,23 @@ def plot_ops(results: Sequence[BenchResult], path: str) -> str:
 
     fig, axes = plt.subplots(1, len(OPS), figsize=(4 * len(OPS), 3.6), squeeze=False)
     libs = sorted({r.name for r in results if r.suite == "ops"})
+    colors = {lib: f"C{i}" for i, lib in enumerate(libs)}  # one colour per library in every panel
     for ax, op in zip(axes[0], OPS):
         for lib in libs:
             pts = sorted((r.params["n"], r.median_s * 1e3) for r in results
                          if r.suite == "ops" and r.name == lib and r.params.get("op") == op
                          and r.params.get("batch") == 1 and r.median_s is not None)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lib)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lib, color=colors[lib])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(OP_LABELS[op])
         ax.set_xlabel("N")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("latency (ms)")
-    axes[0][0].legend()
-    fig.tight_layout()
+    handles = [plt.Line2D([], [], color=colors[lib], marker="o", label=lib) for lib in libs]
+    fig.legend(handles=handles, loc="upper right", ncol=len(libs))
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

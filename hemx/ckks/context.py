@@ -94,31 +94,27 @@ def _tensor(a, b, plan, k, n):
     return d0, d1, d2
 
 
-_KS_STATIC = ("k", "n", "digits", "reduction", "dataflow", "oc_tile")
+_KS_STATIC = ("k", "n", "digits", "reduction", "dataflow")
 
 
 @partial(jax.jit, static_argnames=_KS_STATIC)
-def _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow,
-                 oc_tile):
-    sw = ks.keyswitch(d2, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, dataflow,
-                      oc_tile=oc_tile)
+def _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
+    sw = ks.keyswitch(d2, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, dataflow)
     q = ks.limb_table(plan, k, k + n).q
     return jnp.stack([modarith.add_mod(d0, sw[..., 0, :, :], q), modarith.add_mod(d1, sw[..., 1, :, :], q)], axis=-3)
 
 
 @partial(jax.jit, static_argnames=_KS_STATIC)
-def _mul_relin(a, b, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow, oc_tile):
+def _mul_relin(a, b, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
     d0, d1, d2 = _tensor(a, b, plan, k, n)
-    return _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow,
-                        oc_tile)
+    return _relinearize(d0, d1, d2, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow)
 
 
 @partial(jax.jit, static_argnames=_KS_STATIC)
-def _rotate_one(ct, index_map, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow,
-                oc_tile):
+def _rotate_one(ct, index_map, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
     """One rotation with the chosen key-switching dataflow: ``(..., 2, n, N)``."""
     sw = ks.keyswitch(ct[..., 1, :, :], key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction,
-                      dataflow, index_map, oc_tile=oc_tile)
+                      dataflow, index_map)
     q = ks.limb_table(plan, k, k + n).q
     c0 = automorphism.apply_ntt_automorphism(ct[..., 0, :, :], index_map)
     return jnp.stack([modarith.add_mod(c0, sw[..., 0, :, :], q), sw[..., 1, :, :]], axis=-3)
@@ -172,7 +168,6 @@ class Context:
         reduction: modular reduction for known-operand products ("shoup", "montgomery", "barrett").
         keyswitch: key-switching dataflow, "mp" (Max-Parallel), "dc" (Digit-Centric) or "oc" (Output-Centric);
             all give identical results, they differ in working set and speed. Overridable per call.
-        oc_tile: towers per step of the Output-Centric dataflow (1: one tower at a time, as in CiFlow).
         sampler: randomness source; default the OS CSPRNG. ``Sampler.insecure_for_tests(seed)`` for tests only.
     """
 
@@ -184,7 +179,6 @@ class Context:
         ntt: str = "butterfly",
         reduction: str = "shoup",
         keyswitch: str = "mp",
-        oc_tile: int = 1,
         sampler: Sampler | None = None,
     ):
         if not isinstance(params, CKKSParameters):
@@ -195,9 +189,6 @@ class Context:
         self.sampler = sampler or Sampler()
         self.reduction = reduction
         self.keyswitch = self._check_dataflow(keyswitch)
-        if int(oc_tile) < 1:
-            raise ParameterError(f"oc_tile must be a positive number of towers, got {oc_tile}")
-        self.oc_tile = int(oc_tile)
         self.num_special = len(params.special_moduli)
         self.basis = tuple(params.special_moduli) + tuple(params.moduli)  # P first, then Q
         self.ring = RNSRing(params.n, self.basis, ntt, reduction=reduction)
@@ -548,7 +539,7 @@ class Context:
             flow = self._check_dataflow(keyswitch or self.keyswitch)
             data = _mul_relin(a.data, b.data, key.data, self.plan, t["modup"], t["moddown"], t["p_inv"],
                               k=self.num_special, n=t["n"], digits=t["digits"], reduction=self.reduction,
-                              dataflow=flow, oc_tile=self.oc_tile)
+                              dataflow=flow)
             out = a.replace(data=data, scale=a.scale * b.scale, is_complex=a.is_complex or b.is_complex)
         else:
             out = self._mul_plain(a, b)
@@ -639,7 +630,7 @@ class Context:
         flow = self._check_dataflow(keyswitch or self.keyswitch)
         data = _rotate_one(ct.data, self._index_map(g), key.data, self.plan, t["modup"], t["moddown"], t["p_inv"],
                            k=self.num_special, n=t["n"], digits=t["digits"], reduction=self.reduction,
-                           dataflow=flow, oc_tile=self.oc_tile)
+                           dataflow=flow)
         return ct.replace(data=data)
 
     def rotate_many(self, ct: Ciphertext, steps: Sequence[int], keys) -> list[Ciphertext]:

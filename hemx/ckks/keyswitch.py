@@ -20,7 +20,7 @@ three give identical ciphertexts):
   ``D`` extended digits at once);
 * ``dc`` Digit-Centric: one digit at a time through ModUp, NTT and the key product, adding into a running
   sum (an optimization barrier chains the digits so they run in sequence);
-* ``oc`` Output-Centric: one output tower (or a tile of ``oc_tile`` towers) at a time. For each tower ``t``
+* ``oc`` Output-Centric: one output tower at a time (a ``lax.map`` over towers). For each tower ``t``
   of ``Q_l P`` and each digit, the digit's basis conversion to that tower only and a one-tower NTT (or, for
   the digit holding ``t``, the input itself), multiplied into the key row and accumulated in place; the P
   towers first, then each Q tower immediately followed by its own ModDown. The target-independent halves
@@ -28,6 +28,8 @@ three give identical ciphertexts):
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -122,91 +124,71 @@ def keyswitch_dc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
     return moddown(acc, plan, moddown_plan, p_inv, k, n, reduction)
 
 
-def _ranges_outside(t0: int, t1: int, lo: int, hi: int) -> list[tuple[int, int]]:
-    """Parts of the tower range ``[t0, t1)`` outside ``[lo, hi)`` (static ints)."""
-    out = []
-    if t0 < min(t1, lo):
-        out.append((t0, min(t1, lo)))
-    if max(t0, hi) < t1:
-        out.append((max(t0, hi), t1))
-    return out
+def _one_limb_table(plan, limb) -> modarith.ModulusTable:
+    return modarith.ModulusTable(*(jax.lax.dynamic_slice_in_dim(f, limb, 1, axis=0) for f in plan.table))
 
 
-def _tiles(start: int, stop: int, tile: int) -> list[tuple[int, int]]:
-    return [(t, min(t + tile, stop)) for t in range(start, stop, tile)]
+def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None):
+    """Output-Centric: one output tower at a time (a loop over towers, so one tower's temporaries are live).
 
-
-def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None,
-                 tile: int = 1):
-    """Output-Centric: output towers one tile at a time (``tile`` towers, 1 = one tower as in CiFlow).
-
-    The schedule is static: for tile ``[t0, t1)`` of ``Q_l P`` and each digit, only the towers outside the
-    digit are converted (BAT rows of those targets) and transformed; the digit's own towers are the input
-    itself. Key products accumulate in place. The P tiles come first; then each Q tile is followed at once
-    by its ModDown. An optimization barrier chains the tiles so one tile's temporaries are live at a time.
+    For tower ``t`` of ``Q_l P`` and each digit: the digit's basis conversion to that tower only and a
+    one-tower NTT, or, for the digit holding ``t``, the input itself (bypass); multiplied into the key row and
+    accumulated in place. The P towers first; then each Q tower, immediately followed by its own ModDown.
     """
-    m = k + n
     x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, k, k + n))
     operands = [bconv_kernels.bat_operand(bconv_kernels.scale_step(x_coef[..., lo:hi, :], bp), bp)
                 for (lo, hi), bp in zip(digits, modup_plans)]
-    # the plan travels through the barrier chain too, so each tile slices its tables when it runs
-    carry = (x_ntt, operands, plan)
+    lead, size = x_ntt.shape[:-2], x_ntt.shape[-1]
 
-    def tile_acc(t0, t1, carry):
-        """Key products of towers ``[t0, t1)`` summed over the digits: ``(..., 2, t1 - t0, N)``."""
-        xin, ops, plan = carry
-        tab = limb_table(plan, t0, t1)
-        acc = None
+    def tower_acc(t, own_digit):
+        """Key product of tower ``t`` summed over the digits: ``(..., 2, N)``. ``own_digit`` (static) is the
+        digit holding ``t`` (None for the P towers): its value is the input itself, no conversion."""
+        tab = _one_limb_table(plan, t)
+        one = ntt_kernels.select_limb_dynamic(plan, t)
+        acc = jnp.zeros(lead + (2, size), jnp.uint32)
         for d, ((lo, hi), bp) in enumerate(zip(digits, modup_plans)):
-            pieces = []
-            own = (max(t0, k + lo), min(t1, k + hi))
-            for a, b in sorted(_ranges_outside(t0, t1, k + lo, k + hi) + ([own] if own[0] < own[1] else [])):
-                if (a, b) == own:
-                    pieces.append(xin[..., a - k : b - k, :])
-                    continue
-                ta, tb = (a, b) if b <= k + lo else (a - (hi - lo), b - (hi - lo))  # target rows in bp
-                conv = bconv_kernels.matmul_step_bat_rows(ops[d], bp, ta, tb)
-                pieces.append(ntt_kernels.ntt(conv, limb_plan(plan, a, b)))
-            val = _permute(jnp.concatenate(pieces, axis=-2) if len(pieces) > 1 else pieces[0], index_map)
-            # b and a halves sliced separately: each a contiguous block of the key (a strided slice of both
-            # makes XLA copy the whole key)
-            prod = jnp.stack([modarith.mul_barrett(val, key[d, j, t0:t1], tab) for j in (0, 1)], axis=-3)
-            acc = prod if acc is None else modarith.add_mod(acc, prod, tab.q)
+            if d == own_digit:
+                val = jax.lax.dynamic_index_in_dim(x_ntt, t - k, axis=-2, keepdims=True)
+            else:
+                target = jnp.where(t < k + lo, t, t - (hi - lo))  # index among the digit's conversion targets
+                val = ntt_kernels.ntt(bconv_kernels.matmul_step_bat_one(operands[d], bp, target), one)
+            val = _permute(val, index_map)  # (..., 1, N)
+            # one slice of the key itself: indexing key[d] first would copy a whole digit of the key per tower
+            keyrow = jax.lax.dynamic_slice(key, (d, 0, t, 0), (1, 2, 1, size))[0, :, 0, :]  # (2, N)
+            acc = modarith.add_mod(acc, modarith.mul_barrett(val, keyrow, tab), tab.q)
         return acc
 
-    tile = max(1, int(tile))
-    p_parts = []
-    for t0, t1 in _tiles(0, k, tile):
-        p_parts.append(tile_acc(t0, t1, carry))
-        p_parts[-1], carry = jax.lax.optimization_barrier((p_parts[-1], carry))
-    p_acc = jnp.concatenate(p_parts, axis=-2) if len(p_parts) > 1 else p_parts[0]
+    def towers_last(rows):  # (towers, ..., 2, N) -> (..., 2, towers, N)
+        return jnp.moveaxis(rows, 0, -2)
+
+    p_acc = towers_last(jax.lax.map(lambda t: tower_acc(t, None), jnp.arange(k)))
     p_coef = ntt_kernels.intt(p_acc, limb_plan(plan, 0, k))
     p_operand = bconv_kernels.bat_operand(bconv_kernels.scale_step(p_coef, moddown_plan), moddown_plan)
-    outs = []
-    for t0, t1 in _tiles(k, m, tile):
-        acc = tile_acc(t0, t1, carry)
-        tplan = carry[2]
-        conv = bconv_kernels.matmul_step_bat_rows(p_operand, moddown_plan, t0 - k, t1 - k)  # (..., 2, T, N)
-        conv = ntt_kernels.ntt(conv, limb_plan(tplan, t0, t1))
-        tab = limb_table(tplan, t0, t1)
-        diff = modarith.sub_mod(acc, conv, tab.q)
-        pinv = modarith.KnownOperand(*(f[t0 - k : t1 - k] for f in p_inv))
-        outs.append(modarith.mul_known(diff, pinv, tab, reduction))
-        outs[-1], carry, p_operand = jax.lax.optimization_barrier((outs[-1], carry, p_operand))
-    return jnp.concatenate(outs, axis=-2) if len(outs) > 1 else outs[0]
+
+    def q_tower(i, own_digit):
+        t = k + i
+        tab = _one_limb_table(plan, t)
+        conv = bconv_kernels.matmul_step_bat_one(p_operand, moddown_plan, i)  # (..., 2, 1, N)
+        conv = ntt_kernels.ntt(conv, ntt_kernels.select_limb_dynamic(plan, t))[..., 0, :]
+        diff = modarith.sub_mod(tower_acc(t, own_digit), conv, tab.q)
+        pinv = modarith.KnownOperand(*(jax.lax.dynamic_slice_in_dim(f, i, 1, axis=0) for f in p_inv))
+        return modarith.mul_known(diff, pinv, tab, reduction)
+
+    # the Q towers digit by digit, so the bypassed digit is known when tracing (no data-dependent branch)
+    parts = [towers_last(jax.lax.map(partial(q_tower, own_digit=d), jnp.arange(lo, hi)))
+             for d, (lo, hi) in enumerate(digits)]
+    return jnp.concatenate(parts, axis=-2) if len(parts) > 1 else parts[0]
 
 
 _SCHEDULES = {"mp": keyswitch_mp, "dc": keyswitch_dc, "oc": keyswitch_oc}
 
 
 def keyswitch(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special: int, num_q: int,
-              reduction: str, dataflow: str = "mp", index_map=None, oc_tile: int = 1):
+              reduction: str, dataflow: str = "mp", index_map=None):
     """Switch ``x`` (a polynomial multiplying the source key) to the key's target: ``(..., 2, n, N)``.
 
     ``index_map`` applies a Galois automorphism (NTT-domain gather) to the extended digits first: the
     key switch of a rotation, with the automorphism commuted past ModUp.
     """
-    fn = _SCHEDULES[dataflow]
-    extra = {"tile": oc_tile} if dataflow == "oc" else {}
-    return fn(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special, num_q, reduction, index_map,
-              **extra)
+    return _SCHEDULES[dataflow](x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special, num_q,
+                                reduction, index_map)

@@ -166,16 +166,14 @@ def bat_operand(y, plan: BConvPlan):
     return jnp.concatenate([digits, bits], axis=-2)
 
 
-def matmul_step_bat_rows(operand, plan: BConvPlan, start: int, stop: int):
-    """Step 2 for the target moduli ``start..stop-1`` only (static): ``(..., V, N) -> (..., stop - start, N)``."""
+def matmul_step_bat_one(operand, plan: BConvPlan, target):
+    """Step 2 for the single target modulus ``target`` (may be traced): ``(..., V, N) -> (..., 1, N)``."""
     k = plan.num
-    rows = plan.dense[start * k : stop * k]  # (T*K, V)
-    zc = jnp.einsum("hv,...vn->...hn", rows, operand, preferred_element_type=jnp.int32)
-    zc = zc.reshape(zc.shape[:-2] + (stop - start, k, zc.shape[-1]))
-    part = lambda a: a[start:stop]  # noqa: E731
-    merge = dataclasses.replace(plan.merge, q=part(plan.merge.q), offset=part(plan.merge.offset),
-                                mu=part(plan.merge.mu), sa=part(plan.merge.sa), sb=part(plan.merge.sb),
-                                qinv_neg=part(plan.merge.qinv_neg))
+    rows = jax.lax.dynamic_slice_in_dim(plan.dense, target * k, k, axis=0)  # (K, V)
+    zc = jnp.einsum("hv,...vn->...hn", rows, operand, preferred_element_type=jnp.int32)[..., None, :, :]
+    one = lambda a: jax.lax.dynamic_slice_in_dim(a, target, 1, axis=0)  # noqa: E731
+    merge = dataclasses.replace(plan.merge, q=one(plan.merge.q), offset=one(plan.merge.offset), mu=one(plan.merge.mu),
+                                sa=one(plan.merge.sa), sb=one(plan.merge.sb), qinv_neg=one(plan.merge.qinv_neg))
     return bat.merge_reduce(zc, merge, trailing=1)
 
 

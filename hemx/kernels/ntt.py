@@ -401,6 +401,23 @@ def select_limbs(plan: NTTPlan, limbs) -> NTTPlan:
     )
 
 
+def select_limb_dynamic(plan: NTTPlan, limb) -> NTTPlan:
+    """The plan of the single limb ``limb``, which may be traced (loops over towers inside jit)."""
+    take = lambda a: jax.lax.dynamic_slice_in_dim(a, limb, 1, axis=0)  # noqa: E731
+
+    def stage(st):
+        return st if isinstance(st, PermuteStage) else jax.tree_util.tree_map(take, st)
+
+    return dataclasses.replace(
+        plan,
+        table=jax.tree_util.tree_map(take, plan.table),
+        forward=tuple(stage(s) for s in plan.forward),
+        inverse=tuple(stage(s) for s in plan.inverse),
+        butterfly=None if plan.butterfly is None else jax.tree_util.tree_map(take, plan.butterfly),
+        num_limbs=1,
+    )
+
+
 def _check_data(x, plan: NTTPlan) -> None:
     if x.ndim < 2 or x.shape[-2] != plan.num_limbs or x.shape[-1] != plan.n:
         raise ShapeError(

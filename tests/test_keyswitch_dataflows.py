@@ -1,0 +1,87 @@
+"""The three key-switching dataflows (Max-Parallel, Digit-Centric, Output-Centric) give identical ciphertexts,
+and multiplications and rotations computed with each decrypt correctly."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import hemx
+from hemx.ckks import Sampler, precision_stats
+from hemx.ckks.security import InsecureParametersWarning
+from hemx.errors import ParameterError
+
+FLOWS = ("mp", "dc", "oc")
+
+
+def _context(params, seed):
+    ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(seed))
+    return ctx, ctx.keygen(rotations=[1, -2])
+
+
+def _params(**kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        return hemx.CKKSParameters.create(allow_insecure=True, **kw)
+
+
+def _check_identical(ctx, keys, x, rng_levels):
+    a = ctx.encrypt(x, keys)
+    b = ctx.encrypt(x[..., ::-1].copy(), keys)
+    for level in rng_levels:
+        al, bl = ctx.drop_level(a, level), ctx.drop_level(b, level)
+        muls = {f: ctx.mul(al, bl, keys, keyswitch=f) for f in FLOWS}
+        rots = {f: ctx.rotate(al, -2, keys, keyswitch=f) for f in FLOWS}
+        for f in FLOWS[1:]:
+            assert np.array_equal(np.asarray(muls[f].data), np.asarray(muls["mp"].data)), (f, level)
+            assert np.array_equal(np.asarray(rots[f].data), np.asarray(rots["mp"].data)), (f, level)
+        want = x * x[..., ::-1]
+        if level > 0:
+            got = ctx.decrypt(ctx.rescale(muls["oc"]), keys)
+            assert precision_stats(want, got).min_bits > 30
+        got = ctx.decrypt(rots["dc"], keys)
+        assert precision_stats(np.roll(x, 2, axis=-1), got).min_bits > 30
+
+
+@pytest.mark.parametrize("dnum", [1, 2, 3, 4])
+def test_dataflows_identical_every_dnum(dnum):
+    # 7 limbs: not divisible by 2, 3 or 4
+    params = _params(log_n=10, levels=2, base_bits=(31, 31, 31), dnum=dnum)
+    assert params.num_limbs == 7
+    ctx, keys = _context(params, 10 + dnum)
+    x = np.random.default_rng(dnum).uniform(-1, 1, (2, ctx.slots))
+    _check_identical(ctx, keys, x, range(params.max_level, -1, -1))
+
+
+@pytest.mark.parametrize("name", ["set_a", "set_b"])
+def test_dataflows_identical_cross_sets(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        params = hemx.CKKSParameters.preset(name, allow_insecure=True)
+    ctx, keys = _context(params, 3)
+    x = np.random.default_rng(7).uniform(-1, 1, ctx.slots)
+    _check_identical(ctx, keys, x, [params.max_level])
+
+
+@pytest.mark.slow
+def test_dataflows_identical_set_c():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        params = hemx.CKKSParameters.preset("set_c", allow_insecure=True)
+    ctx, keys = _context(params, 4)
+    x = np.random.default_rng(8).uniform(-1, 1, ctx.slots)
+    _check_identical(ctx, keys, x, [params.max_level])
+
+
+def test_context_default_dataflow_and_bad_name():
+    params = _params(log_n=10, levels=1, base_bits=(31, 31), dnum=2)
+    ctx = hemx.Context(params, keyswitch="oc", sampler=Sampler.insecure_for_tests(1))
+    keys = ctx.keygen(rotations=[1])
+    x = np.linspace(-1, 1, ctx.slots)
+    a = ctx.encrypt(x, keys)
+    assert np.array_equal(np.asarray(ctx.rotate(a, 1, keys).data),
+                          np.asarray(ctx.rotate(a, 1, keys, keyswitch="mp").data))
+    with pytest.raises(ParameterError):
+        hemx.Context(params, keyswitch="fast")
+    with pytest.raises(ParameterError):
+        ctx.mul(a, a, keys, keyswitch="xyz")
