@@ -211,11 +211,14 @@ class Context:
         n, k = self._limbs(level), self.num_special
         qs, ps = list(p.moduli[:n]), list(p.special_moduli)
         digits = tuple((lo, min(hi, n)) for lo, hi in p.digits() if lo < n)
+        # Both conversions are centered. ModUp: the extended digit is then zero-mean; with [0, Q_d) digits the
+        # term (digit * e_d) / P of the key-switching error has a fixed non-zero part per key, which piles
+        # up in a few slots. ModDown: the division by P then rounds, and the conversion error is zero-mean.
         modup = tuple(
-            jax.device_put(bconv_kernels.make_bconv_plan(qs[lo:hi], ps + qs[:lo] + qs[hi:], reduction=self.reduction))
+            jax.device_put(bconv_kernels.make_bconv_plan(qs[lo:hi], ps + qs[:lo] + qs[hi:], reduction=self.reduction,
+                                                         centered=True))
             for lo, hi in digits
         )
-        # centered: ModDown then rounds its division by P and the conversion error has zero mean
         moddown = jax.device_put(bconv_kernels.make_bconv_plan(ps, qs, reduction=self.reduction, centered=True))
         big_p = math.prod(ps)
         p_inv = modarith.known_operand(
