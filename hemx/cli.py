@@ -164,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--out", default="bench-results")
     w.set_defaults(func=_cmd_bench_keyswitch)
 
+    from hemx.bench import polymul as bench_polymul
+
+    pm = bsub.add_parser("polymul", help="polynomial multiplication for any q: matmul vs NTT vs numpy")
+    bench_polymul.add_arguments(pm)
+    pm.set_defaults(func=bench_polymul.run_cli)
+
     from hemx.dataflow.cli import add_arguments as dataflow_arguments, run_cli as dataflow_run
 
     d = sub.add_parser("dataflow", help="CiFlow key-switching data-movement model (Tab. II-IV, sweeps, any preset)")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 from hemx.errors import ParameterError
-from hemx.polymul import _io, kernel
+from hemx.polymul import _io, kernel, reference
 from hemx.polymul.plan import RINGS, PolyMulPlan, make_plan, plan_tables
 
 METHODS: tuple[str, ...] = ("matmul", "ntt", "numpy")
+_NO_SIGN = np.zeros((), dtype=bool)  # sign-mask placeholder for int64 inputs (the kernel ignores it)
 
 
 def _matmul(a_arr: np.ndarray, b_arr: np.ndarray, plan: PolyMulPlan) -> np.ndarray:
@@ -17,12 +17,10 @@ def _matmul(a_arr: np.ndarray, b_arr: np.ndarray, plan: PolyMulPlan) -> np.ndarr
     sp = plan.static
     q = plan.q
     if sp.input_kind == "int64":
-        a_in, b_in = jnp.asarray(a_arr), jnp.asarray(b_arr)
-        a_neg = b_neg = jnp.zeros((), bool)
+        a_in, a_neg, b_in, b_neg = a_arr, _NO_SIGN, b_arr, _NO_SIGN
     else:
-        a_m, a_s = _io.to_sign_magnitude_bytes(a_arr, q, sp.input_bytes)
-        b_m, b_s = _io.to_sign_magnitude_bytes(b_arr, q, sp.input_bytes)
-        a_in, a_neg, b_in, b_neg = jnp.asarray(a_m), jnp.asarray(a_s), jnp.asarray(b_m), jnp.asarray(b_s)
+        a_in, a_neg = _io.to_sign_magnitude_bytes(a_arr, q, sp.input_bytes)
+        b_in, b_neg = _io.to_sign_magnitude_bytes(b_arr, q, sp.input_bytes)
     out = np.asarray(kernel.run(a_in, a_neg, b_in, b_neg, plan_tables(plan), sp=sp))
     if sp.finish == "host":
         res = _io.words_to_ints(out, sp.word_bits, q)
@@ -87,12 +85,8 @@ def polymul(
         )
         out = _matmul(a_arr, b_arr, plan)
     elif method == "ntt":
-        from hemx.polymul import reference
-
         out = reference.ntt_product(a_arr, b_arr[:, None, :], q, RINGS[ring])
     else:
-        from hemx.polymul import reference
-
         out = reference.fft_product(a_arr, b_arr[:, None, :], q, RINGS[ring])
     return np.ascontiguousarray(arr.restore(out))
 

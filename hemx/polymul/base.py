@@ -83,6 +83,11 @@ def product_bound(n: int, q: int) -> int:
     return int(n) * (int(q) // 2) ** 2
 
 
+def size_class_bound(n: int, q: int) -> int:
+    """``n * (2^(b-1))^2`` for a b-bit q: at least :func:`product_bound` for every q of that bit length."""
+    return int(n) << (2 * (int(q).bit_length() - 1))
+
+
 @functools.lru_cache(maxsize=None)
 def one_digit_moduli() -> tuple[int, ...]:
     """Pairwise-coprime moduli ``<= 256``, greedily from the top (256, 255, 253, 251, 247, 241, ...): 49 of them."""
@@ -136,7 +141,7 @@ class Base:
     Attributes:
         mode: ``"digits"`` or ``"rns"``.
         families: one or two :class:`Family` (one-digit moduli first).
-        bound: ``n * (q // 2)^2``, the largest ``|c_k|``.
+        bound: ``n * (q // 2)^2``, the largest ``|c_k|`` (RNS bases are sized for :func:`size_class_bound`).
         modulus_product: ``M``, product of all channel moduli (``q`` in digits mode).
         alternatives: channel counts of both representations considered, for reports (``None``: not possible).
     """
@@ -218,7 +223,9 @@ def choose_base(n: int, q: int, base: str = "auto") -> Base:
         raise ParameterError(f"base must be one of {BASES}, got {base!r}")
     q, n = int(q), int(n)
     bound = product_bound(n, q)
-    fams, m_prod = rns_families(bound)
+    # the RNS base depends on n and the bit length of q only (bound of the largest q of that length), so all
+    # moduli of one size share a plan structure and a compiled kernel
+    fams, m_prod = rns_families(size_class_bound(n, q))
     rns_cost = sum(f.channels for f in fams)
     digits_ok = q.bit_length() <= MAX_DIGITS_MODE_BITS
     k = num_digits(q) if digits_ok else None

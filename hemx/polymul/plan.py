@@ -38,8 +38,11 @@ ENGINES: dict[str, int] = {"int8": (1 << 31) - 1, "float32": 1 << 24}
 RINGS: dict[str, int] = {"negacyclic": -1, "cyclic": 1}
 MAX_N = 1 << 22
 MAX_KARATSUBA = 8
-#: bytes of gathered tiles per contraction chunk (all problems of a step together)
-CHUNK_BYTES = 4 << 20
+#: bytes of gathered int8 tiles per contraction chunk, all problems of a step together
+CHUNK_BYTES = 32 << 20
+#: bytes of gathered int8 tiles over a whole step (all its chunks): more moduli per step amortize the step's
+#: fixed costs, fewer bound the working set
+LEAF_STEP_BYTES = 32 << 20
 #: bytes of residue / result arrays per step over the moduli
 STEP_BYTES = 96 << 20
 
@@ -150,23 +153,47 @@ def _divisors(h: int) -> list[int]:
     return sorted(set(small + [h // d for d in small]))
 
 
-def choose_block(h: int, rows: int) -> int:
-    """Block size ``t`` for a leaf of size ``h`` with ``rows`` products sharing b.
+#: matmul multiply-adds worth one byte of tile building in the block-size cost model (CPU here: an int8 matmul
+#: sustains a few hundred G MAC/s while building tiles runs at a few GB/s)
+MACS_PER_TILE_BYTE = 150
 
-    Materialized bytes per channel are ``rows * h * N_b + h * t`` (shifted copies of x, Toeplitz blocks of b)
-    for ``h^2 * rows`` multiply-adds; with ``N_b * t = h`` this is smallest at ``N_b = sqrt(h / rows)``. The
-    block is a divisor of ``h`` nearest to that (in log scale), with ``t >= 16`` where ``h`` allows.
+
+def choose_block(h: int, rows: int, max_block: int | None = None, plain: bool = False) -> int:
+    """Block size ``t`` (a divisor of ``h``) for a leaf of size ``h`` with ``rows`` products sharing b.
+
+    Cost model per channel, with ``N_b = h / t`` blocks: the matmul does ``rows * h^2`` multiply-adds and the
+    tiles take ``rows * h * N_b + h * t`` bytes (shifted copies of x, Toeplitz blocks of b). A plain Toeplitz leaf
+    (after Karatsuba) has ``2 N_b - 1`` block diagonals instead of ``N_b``, so both terms grow by
+    ``(2 N_b - 1) / N_b``. The block minimizing ``macs / MACS_PER_TILE_BYTE + bytes`` is taken, among blocks of
+    at least 16 coefficients where ``h`` allows and at most ``max_block`` (one block's partial sums must fit the
+    accumulator). For the wrapped top level this is ``N_b ~ sqrt(h / rows)``: one polynomial still becomes a
+    matrix-matrix product of ``N_b`` rows.
     """
-    target = math.sqrt(h / max(rows, 1))
     best = None
-    for nb in _divisors(h):
+    cands = [nb for nb in _divisors(h) if max_block is None or h // nb <= max_block]
+    wide = [nb for nb in cands if h // nb >= min(16, h)]
+    for nb in wide or cands:
         t = h // nb
-        if t < min(16, h):
-            continue
-        score = abs(math.log2(nb) - math.log2(max(target, 1.0)))
-        if best is None or score < best[0] - 1e-9:
-            best = (score, t)
+        waste = (2 * nb - 1) / nb if plain else 1.0
+        cost = waste * (rows * h * h / MACS_PER_TILE_BYTE + rows * h * nb + h * t)
+        if best is None or cost < best[0] * (1 - 1e-9):
+            best = (cost, t)
     return best[1]
+
+
+def choose_chunk(ndiag: int, per_diag: int, max_acc: int) -> tuple[int, int]:
+    """(block diagonals per chunk, chunks): at most :data:`CHUNK_BYTES` of tiles per chunk, within the accumulator.
+
+    Few large chunks are best: the tiles are built by doubling (see :func:`hemx.polymul.kernel.hankel_rows`),
+    whose overhead shrinks as the chunk grows. A chunk size that divides the diagonal count is preferred (no
+    padding, which a wrapping leaf must mask).
+    """
+    dc = max(1, min(ndiag, CHUNK_BYTES // max(per_diag, 1), max_acc))
+    exact = max(d for d in range(1, dc + 1) if ndiag % d == 0)
+    if 2 * exact >= dc:
+        return exact, ndiag // exact
+    nch = -(-ndiag // dc)
+    return -(-ndiag // nch), nch
 
 
 def _words(q: int, ybits: int, nmod: int, finish: str) -> tuple[int, int]:
@@ -246,15 +273,16 @@ def make_plan(
     bs = base_mod.choose_base(n, q, base)
     h = n >> karatsuba
     wrap = karatsuba == 0
+    limit = ENGINES[engine]
+    max_block = min(limit // (f.digits * f.max_digit**2) for f in bs.families)
     if block is None:
-        t = choose_block(h, rows)
+        t = choose_block(h, rows, max_block, plain=not wrap)
     else:
         t = int(block)
         if t < 1 or h % t:
             raise ParameterError(f"block must divide the leaf size n / 2^karatsuba = {h}, got {block}")
     nb = h // t
     ndiag = nb if wrap else 2 * nb - 1
-    limit = ENGINES[engine]
     leaves = 3**karatsuba
     scheds = []
     for fam in bs.families:
@@ -262,26 +290,26 @@ def make_plan(
         d = fam.max_digit
         # moduli per step: residues (int64) of a, b, the Karatsuba expansion and the merged result
         per_group = 8 * batch_b * (rows + 2) * n * (1.5**karatsuba) * (4 + k)
-        group = int(max(1, min(len(fam.moduli), STEP_BYTES // max(per_group, 1))))
+        per_diag1 = leaves * batch_b * k * (rows * h + k * t * t)  # one modulus, one block diagonal
+        group = min(len(fam.moduli), STEP_BYTES // max(per_group, 1), LEAF_STEP_BYTES // max(per_diag1 * ndiag, 1))
+        group = int(max(1, group))
         steps = -(-len(fam.moduli) // group)
         group = -(-len(fam.moduli) // steps)  # balance the steps
-        per_diag = group * leaves * batch_b * k * (rows * h + k * t * t)
+        per_diag = group * per_diag1
         max_chunk_acc = limit // (k * t * d * d)
         if max_chunk_acc < 1:
             raise OverflowBoundError(
                 f"one {t}x{t} block already overflows the {engine} accumulator; use a smaller block"
             )
         if chunk_blocks is None:
-            dc = int(max(1, min(ndiag, CHUNK_BYTES // max(per_diag, 1), max_chunk_acc)))
+            dc, nch = choose_chunk(ndiag, per_diag, max_chunk_acc)
         else:
             dc = int(chunk_blocks)
             if dc < 1:
                 raise ParameterError(f"chunk_blocks must be positive, got {chunk_blocks}")
             base_mod.check_accumulation(fam, k * dc * t, limit)
             dc = min(dc, ndiag)
-        nch = -(-ndiag // dc)
-        if chunk_blocks is None:
-            dc = -(-ndiag // nch)
+            nch = -(-ndiag // dc)
         scheds.append(FamilySchedule(k, len(fam.moduli), group, steps, LeafGeometry(h, t, nb, ndiag, dc, nch, wrap)))
     kind, nbytes = input_layout(q)
     if bs.mode == "digits":
@@ -307,7 +335,8 @@ def plan_tables(plan: PolyMulPlan) -> dict:
     Per family (moduli padded with ``m = 1`` to ``steps * group``): ``mu`` int64 moduli, ``fold`` int64
     ``2^(8i) mod m`` (``i < K``), ``wts`` float64 ``2^(8w) mod m`` for byte inputs, and for the CRT ``inv``
     (``(M/m)^-1 mod m``), ``W`` (float64 words of ``(M/m) mod q``), ``invm`` (``1/m``). Global: ``q`` and
-    ``half`` (int64, zero when q needs more than 63 bits) and ``walpha`` (int64 words of ``-M mod q``).
+    ``half`` (int64, zero when q needs more than 63 bits) and ``walpha`` (int64 words of ``-M mod q``); ``minv``
+    (float64 ``1/m``) and ``c32`` (``2^32 mod m``) serve the division-free reductions of the RNS moduli.
     """
     s = plan.static
     q = plan.q
@@ -342,6 +371,8 @@ def plan_tables(plan: PolyMulPlan) -> dict:
                 "inv": np.asarray(fam_inv, dtype=np.int64).reshape(sched.steps, sched.group),
                 "W": wmat.reshape(sched.steps, sched.group, -1),
                 "invm": invm.reshape(sched.steps, sched.group),
+                "minv": (1.0 / mu.astype(np.float64)).reshape(sched.steps, sched.group),
+                "c32": np.asarray([(1 << 32) % m for m in mods], dtype=np.int64).reshape(sched.steps, sched.group),
             }
         )
     small = q.bit_length() <= 63

@@ -27,10 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from hemx.errors import ModulusError, OverflowBoundError, ParameterError
+from hemx.kernels import modarith
+from hemx.kernels import ntt as ntt_kernels
 from hemx.nt import ntt_primes
 from hemx.polymul import _io, kernel
 from hemx.polymul.base import CRT_MARGIN_BITS, crt_constants, product_bound
 from hemx.polymul.plan import RINGS, crt_layout, input_layout
+from hemx.ring import RNSRing
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -139,9 +142,7 @@ def fft_product(a: np.ndarray, b: np.ndarray, q: int, sign: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=32)
-def _ntt_ring(size: int, primes: tuple[int, ...], method: str):
-    from hemx.ring import RNSRing
-
+def _ntt_ring(size: int, primes: tuple[int, ...], method: str) -> RNSRing:
     return RNSRing(size, primes, ntt=method)
 
 
@@ -190,9 +191,6 @@ def _ntt_run(a, a_neg, b, b_neg, tab, plan, *, kind, n, size, linear, sign, c, f
     pad = [(0, 0)] * 3 + [(0, size - n)]
     xa = jnp.moveaxis(jnp.pad(ra, pad), 0, -2).astype(jnp.uint32)  # (Bb, R, L, N)
     xb = jnp.moveaxis(jnp.pad(rb, pad), 0, -2).astype(jnp.uint32)
-    from hemx.kernels import modarith
-    from hemx.kernels import ntt as ntt_kernels
-
     fa = ntt_kernels.ntt(xa, plan)
     fb = ntt_kernels.ntt(xb, plan)
     prod = ntt_kernels.intt(modarith.mul_mod(fa, fb, plan.table, "barrett"), plan)
@@ -224,12 +222,11 @@ def ntt_product(a: np.ndarray, b: np.ndarray, q: int, sign: int, ntt_method: str
     ring = _ntt_ring(size, primes, ntt_method)
     kind, nbytes = input_layout(q)
     if kind == "int64":
-        a_in, b_in = jnp.asarray(a), jnp.asarray(b)
-        a_neg = b_neg = jnp.zeros((), bool)
+        a_in, b_in = a, b
+        a_neg = b_neg = np.zeros((), dtype=bool)
     else:
-        a_m, a_s = _io.to_sign_magnitude_bytes(a, q, nbytes)
-        b_m, b_s = _io.to_sign_magnitude_bytes(b, q, nbytes)
-        a_in, a_neg, b_in, b_neg = map(jnp.asarray, (a_m, a_s, b_m, b_s))
+        a_in, a_neg = _io.to_sign_magnitude_bytes(a, q, nbytes)
+        b_in, b_neg = _io.to_sign_magnitude_bytes(b, q, nbytes)
     out = _ntt_run(
         a_in, a_neg, b_in, b_neg, tab, ring.plan, kind=kind, n=n, size=size, linear=linear, sign=sign, c=c,
         finish=finish,
