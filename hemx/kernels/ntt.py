@@ -373,20 +373,8 @@ def make_plan(
 # ----------------------------------------------------------------------------------------------------------
 
 
-def select_limbs(plan: NTTPlan, limbs) -> NTTPlan:
-    """The plan restricted to some limbs (works inside jit).
-
-    ``limbs`` is a ``slice`` (a contiguous range: cheap slices that XLA fuses into the consumers) or a static
-    tuple of limb indices (a gather). Every table of a plan is indexed by limb on its first axis, except the
-    bit-reversal permutation of the four-step method.
-    """
-    if isinstance(limbs, slice):
-        count = len(range(*limbs.indices(plan.num_limbs)))
-        take = lambda a: a[limbs]  # noqa: E731
-    else:
-        idx = np.asarray(limbs, dtype=np.int32)
-        count = len(idx)
-        take = lambda a: jnp.take(a, idx, axis=0)  # noqa: E731
+def _with_limb_tables(plan: NTTPlan, take, count: int) -> NTTPlan:
+    """Apply ``take`` to every limb-indexed table of the plan (all but the four-step bit-reversal map)."""
 
     def stage(st):
         return st if isinstance(st, PermuteStage) else jax.tree_util.tree_map(take, st)
@@ -401,21 +389,21 @@ def select_limbs(plan: NTTPlan, limbs) -> NTTPlan:
     )
 
 
+def select_limbs(plan: NTTPlan, limbs) -> NTTPlan:
+    """The plan restricted to some limbs (works inside jit).
+
+    ``limbs`` is a ``slice`` (a contiguous range: cheap slices that XLA fuses into the consumers) or a static
+    tuple of limb indices (a gather).
+    """
+    if isinstance(limbs, slice):
+        return _with_limb_tables(plan, lambda a: a[limbs], len(range(*limbs.indices(plan.num_limbs))))
+    idx = np.asarray(limbs, dtype=np.int32)
+    return _with_limb_tables(plan, lambda a: jnp.take(a, idx, axis=0), len(idx))
+
+
 def select_limb_dynamic(plan: NTTPlan, limb) -> NTTPlan:
     """The plan of the single limb ``limb``, which may be traced (loops over towers inside jit)."""
-    take = lambda a: jax.lax.dynamic_slice_in_dim(a, limb, 1, axis=0)  # noqa: E731
-
-    def stage(st):
-        return st if isinstance(st, PermuteStage) else jax.tree_util.tree_map(take, st)
-
-    return dataclasses.replace(
-        plan,
-        table=jax.tree_util.tree_map(take, plan.table),
-        forward=tuple(stage(s) for s in plan.forward),
-        inverse=tuple(stage(s) for s in plan.inverse),
-        butterfly=None if plan.butterfly is None else jax.tree_util.tree_map(take, plan.butterfly),
-        num_limbs=1,
-    )
+    return _with_limb_tables(plan, lambda a: jax.lax.dynamic_slice_in_dim(a, limb, 1, axis=0), 1)
 
 
 def _check_data(x, plan: NTTPlan) -> None:
