@@ -7,8 +7,11 @@ from hemx import kernels  # noqa: E402  (enables 64-bit JAX types)
 from hemx import ring  # noqa: E402
 from hemx import ckks  # noqa: E402
 from hemx.ckks import CKKSParameters, Context, KeySet, Ciphertext, Plaintext  # noqa: E402
+from hemx import io  # noqa: E402
+from hemx.service import Client, Server  # noqa: E402
 
 __all__ = [
     "errors", "nt", "kernels", "ring", "ckks",
     "CKKSParameters", "Context", "KeySet", "Ciphertext", "Plaintext", "__version__",
 ]
+__all__ += ["io", "Client", "Server"]

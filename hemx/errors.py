@@ -84,3 +84,10 @@ __all__ = [
     "SlotError",
     "SerializationError",
 ]
+
+
+class SecretMaterialError(HemxError, ValueError):
+    """Secret-key material was given where only public data belongs (a server, evaluation-key serialization)."""
+
+
+__all__.append("SecretMaterialError")

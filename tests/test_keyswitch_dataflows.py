@@ -1,8 +1,10 @@
 """The three key-switching dataflows (Max-Parallel, Digit-Centric, Output-Centric) give identical ciphertexts,
 and multiplications and rotations computed with each decrypt correctly."""
 
+import functools
 import warnings
 
+import jax
 import numpy as np
 import pytest
 
@@ -16,7 +18,8 @@ FLOWS = ("mp", "dc", "oc")
 
 
 def _context(params, seed):
-    ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(seed))
+    # the NTT method does not matter here (all are exact); mat3 compiles fastest on CPU
+    ctx = hemx.Context(params, ntt="mat3", sampler=Sampler.insecure_for_tests(seed))
     return ctx, ctx.keygen(rotations=[1, -2])
 
 
@@ -26,23 +29,30 @@ def _params(**kw):
         return hemx.CKKSParameters.create(allow_insecure=True, **kw)
 
 
-def _raw_keyswitch(ctx, keys, ct, flow):
+def _raw_keyswitch(ctx, keys, ct, flow, oc_tile=None):
     """The relinearization key switch of c1 alone (also at level 0, where a product could not be rescaled)."""
     t = ctx._level_tables(ct.level)
-    return np.asarray(ks.keyswitch(ct.data[..., 1, :, :], keys.relin.data, ctx.plan, t["modup"], t["moddown"],
-                                   t["p_inv"], t["digits"], ctx.num_special, t["n"], ctx.reduction, flow))
+    fn = jax.jit(functools.partial(ks.keyswitch, digits=t["digits"], num_special=ctx.num_special, num_q=t["n"],
+                                   reduction=ctx.reduction, dataflow=flow, oc_tile=oc_tile))
+    return np.asarray(fn(ct.data[..., 1, :, :], keys.relin.data, ctx.plan, t["modup"], t["moddown"], t["p_inv"]))
 
 
-def _check_identical(ctx, keys, x, levels, with_mul=False):
-    """At each level: rotations and raw key switches agree across dataflows; results decrypt correctly."""
+def _check_identical(ctx, keys, x, levels, with_mul=False, oc_tiles=(), rotations=True):
+    """At each level: raw key switches agree across dataflows (and Output-Centric tile widths); so do
+    rotations (the automorphism is applied inside each schedule), which decrypt correctly."""
     a = ctx.encrypt(x, keys)
     for level in levels:
         al = ctx.drop_level(a, level)
-        rots = {f: ctx.rotate(al, -2, keys, keyswitch=f) for f in FLOWS}
         raw = {f: _raw_keyswitch(ctx, keys, al, f) for f in FLOWS}
         for f in FLOWS[1:]:
-            assert np.array_equal(np.asarray(rots[f].data), np.asarray(rots["mp"].data)), (f, level)
             assert np.array_equal(raw[f], raw["mp"]), (f, level)
+        for tile in oc_tiles:
+            assert np.array_equal(_raw_keyswitch(ctx, keys, al, "oc", tile), raw["mp"]), (tile, level)
+        if not rotations:
+            continue
+        rots = {f: ctx.rotate(al, -2, keys, keyswitch=f) for f in FLOWS}
+        for f in FLOWS[1:]:
+            assert np.array_equal(np.asarray(rots[f].data), np.asarray(rots["mp"].data)), (f, level)
         assert precision_stats(np.roll(x, 2, axis=-1), ctx.decrypt(rots["oc"], keys)).min_bits > 30
     if not with_mul:
         return
@@ -60,7 +70,11 @@ def test_dataflows_identical_every_dnum(dnum):
     ctx, keys = _context(params, 10 + dnum)
     x = np.random.default_rng(dnum).uniform(-1, 1, (2, ctx.slots))
     # every dnum at the top level; the bottom level (digits cut to the limbs left) once
-    _check_identical(ctx, keys, x, [params.max_level, 0] if dnum == 3 else [params.max_level])
+    # dnum 3 in full: both levels, rotations through every schedule, Output-Centric tiles of one tower
+    # (CiFlow's schedule) and of two (cut short at digit ends); the other dnums: raw key switches
+    full = dnum == 3
+    _check_identical(ctx, keys, x, [params.max_level, 0] if full else [params.max_level],
+                     oc_tiles=(1, 2) if full else (1,) if dnum == 2 else (), rotations=full)
 
 
 @pytest.mark.parametrize("name", ["set_a", pytest.param("set_b", marks=pytest.mark.slow)])
@@ -85,7 +99,7 @@ def test_dataflows_identical_set_c():
 
 def test_context_default_dataflow_and_bad_name():
     params = _params(log_n=10, levels=1, base_bits=(31, 31), dnum=2)
-    ctx = hemx.Context(params, keyswitch="oc", sampler=Sampler.insecure_for_tests(1))
+    ctx = hemx.Context(params, keyswitch="oc", ntt="mat3", sampler=Sampler.insecure_for_tests(1))
     keys = ctx.keygen(rotations=[1])
     x = np.linspace(-1, 1, ctx.slots)
     a = ctx.encrypt(x, keys)
@@ -95,3 +109,16 @@ def test_context_default_dataflow_and_bad_name():
         hemx.Context(params, keyswitch="fast")
     with pytest.raises(ParameterError):
         ctx.mul(a, a, keys, keyswitch="xyz")
+
+
+def test_output_tiles_cover_the_basis_once():
+    digits = ((0, 3), (3, 6), (6, 7))
+    for tile in (None, 1, 2, 3, 5):
+        tiles = ks.output_tiles(digits, 3, tile)
+        towers = [t for a, b, _ in tiles for t in range(a, b)]
+        assert towers == list(range(10))
+        for a, b, own in tiles:
+            lo, hi = (0, 3) if own is None else (3 + digits[own][0], 3 + digits[own][1])
+            assert lo <= a < b <= hi and b - a <= (2 if tile is None else tile)
+    with pytest.raises(ParameterError):
+        ks.output_tiles(digits, 3, 0)

@@ -19,21 +19,23 @@ three give identical ciphertexts):
 * ``mp`` Max-Parallel: each step over all digits and towers before the next (largest working set: all
   ``D`` extended digits at once);
 * ``dc`` Digit-Centric: one digit at a time through ModUp, NTT and the key product, adding into a running
-  sum (an optimization barrier chains the digits so they run in sequence);
-* ``oc`` Output-Centric: one output tower at a time (a ``lax.map`` over towers). For each tower ``t``
-  of ``Q_l P`` and each digit, the digit's basis conversion to that tower only and a one-tower NTT (or, for
-  the digit holding ``t``, the input itself), multiplied into the key row and accumulated in place; the P
-  towers first, then each Q tower immediately followed by its own ModDown. The target-independent halves
-  (INTT, step 1 and the BAT digit operands) are computed once.
+  sum (each digit's conversion is made data-dependent on the sum so far, so the digits run in sequence);
+* ``oc`` Output-Centric: one tile of output towers at a time (CiFlow's schedule with one tower per step when
+  ``tile=1``; by default a tile is half a digit wide). For each tile of ``Q_l P`` and each digit, the
+  digit's basis conversion to the tile's towers only and their NTT (or, for the digit holding the tile, the
+  input itself), multiplied into the key rows and accumulated in place; the P tiles first, then each Q tile
+  immediately followed by its own ModDown. The target-independent halves (INTT, step 1 and the BAT digit
+  operands) are computed once.
 """
 
 from __future__ import annotations
 
-from functools import partial
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 
+from hemx.errors import ParameterError
 from hemx.kernels import bconv as bconv_kernels
 from hemx.kernels import modarith
 from hemx.kernels import ntt as ntt_kernels
@@ -98,6 +100,17 @@ def moddown(acc, plan, moddown_plan, p_inv, num_special: int, num_q: int, reduct
     return modarith.mul_known(diff, p_inv, table, reduction)
 
 
+def _after(token, bplan):
+    """``bplan`` with its BAT matrix made data-dependent on ``token`` (uint32 residues, all below 2^31), so
+    XLA cannot start the conversion before ``token`` exists. This is how the DC and OC schedules run their
+    steps in order: ``optimization_barrier`` does not order independent work on XLA:CPU, whose scheduler
+    then hoists every conversion to the start and keeps all their results live."""
+    if token is None:
+        return bplan
+    zero = (jnp.max(token[..., :1, :1]) >> 31).astype(bplan.dense.dtype)  # always 0, opaque to the compiler
+    return dataclasses.replace(bplan, dense=bplan.dense + zero)
+
+
 def _permute(x, index_map):
     return x if index_map is None else jnp.take(x, index_map, axis=-1)
 
@@ -116,79 +129,100 @@ def keyswitch_dc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
     x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, k, k + n))
     acc = None
     for d, ((lo, hi), bplan) in enumerate(zip(digits, modup_plans)):
-        ext = _permute(_modup_digit(x_coef, x_ntt, plan, bplan, lo, hi, k, n), index_map)
+        # the next digit starts only when this one is folded into the sum: one digit live at a time
+        ext = _permute(_modup_digit(x_coef, x_ntt, plan, _after(acc, bplan), lo, hi, k, n), index_map)
         prod = modarith.mul_barrett(ext[..., None, :, :], key[d, :, :m], table)
         acc = prod if acc is None else modarith.add_mod(acc, prod, table.q)
-        # the next digit may start only when this one is folded into the sum: one digit live at a time
-        acc, x_coef = jax.lax.optimization_barrier((acc, x_coef))
     return moddown(acc, plan, moddown_plan, p_inv, k, n, reduction)
 
 
-def _one_limb_table(plan, limb) -> modarith.ModulusTable:
-    return modarith.ModulusTable(*(jax.lax.dynamic_slice_in_dim(f, limb, 1, axis=0) for f in plan.table))
+def output_tiles(digits, num_special: int, tile: int | None) -> tuple[tuple[int, int, int | None], ...]:
+    """Output towers of ``Q_l P`` grouped into tiles: ``((start, stop, own_digit), ...)`` in basis order.
+
+    A tile never straddles the P block or a digit, so inside a tile every digit is either converted or (the
+    digit holding the tile, ``own_digit``; None for P) bypassed. ``tile`` is the most towers per tile; None
+    means half a digit (``ceil(num_special / 2)``), 1 gives CiFlow's one-tower-at-a-time schedule. Wider
+    tiles mean fewer, larger kernels (faster on CPU, quicker to compile) and a larger working set.
+    """
+    k = num_special
+    size = max(1, -(-k // 2)) if tile is None else int(tile)
+    if size < 1:
+        raise ParameterError(f"output-centric tile must hold at least one tower, got {tile}")
+    groups = [(0, k, None)] + [(k + lo, k + hi, d) for d, (lo, hi) in enumerate(digits)]
+    return tuple((a, min(a + size, stop), own) for start, stop, own in groups for a in range(start, stop, size))
 
 
-def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None):
-    """Output-Centric: one output tower at a time (a loop over towers, so one tower's temporaries are live).
+def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None,
+                 tile=None):
+    """Output-Centric: one tile of output towers at a time (``tile`` towers; see :func:`output_tiles`).
 
-    For tower ``t`` of ``Q_l P`` and each digit: the digit's basis conversion to that tower only and a
-    one-tower NTT, or, for the digit holding ``t``, the input itself (bypass); multiplied into the key row and
-    accumulated in place. The P towers first; then each Q tower, immediately followed by its own ModDown.
+    For each tile of ``Q_l P`` and each digit: the digit's basis conversion to the tile's towers only and
+    their NTT, or, for the digit holding the tile, the input itself (bypass); multiplied into the key rows and
+    accumulated in place. The P tiles first (their sum is ModDown's input); then each Q tile, immediately
+    followed by its own ModDown. The tiles run in order, so one tile's temporaries are live at a time; the
+    target-independent halves (INTT, the BAT digit operands) are computed once.
     """
     x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, k, k + n))
     operands = [bconv_kernels.bat_operand(bconv_kernels.scale_step(x_coef[..., lo:hi, :], bp), bp)
                 for (lo, hi), bp in zip(digits, modup_plans)]
-    lead, size = x_ntt.shape[:-2], x_ntt.shape[-1]
+    tiles = output_tiles(digits, k, tile)
 
-    def tower_acc(t, own_digit):
-        """Key product of tower ``t`` summed over the digits: ``(..., 2, N)``. ``own_digit`` (static) is the
-        digit holding ``t`` (None for the P towers): its value is the input itself, no conversion."""
-        tab = _one_limb_table(plan, t)
-        one = ntt_kernels.select_limb_dynamic(plan, t)
-        acc = jnp.zeros(lead + (2, size), jnp.uint32)
+    def key_product(a, b, own, token):
+        """Towers ``[a, b)`` of the key product summed over the digits: ``(..., 2, b - a, N)``.
+
+        The converted digits are stacked so one NTT call transforms them all (small per-digit NTTs run well
+        below the per-limb rate of a wide one on CPU), then one product with the key rows and a sum.
+        """
+        tab = limb_table(plan, a, b)
+        conv = []
         for d, ((lo, hi), bp) in enumerate(zip(digits, modup_plans)):
-            if d == own_digit:
-                val = jax.lax.dynamic_index_in_dim(x_ntt, t - k, axis=-2, keepdims=True)
+            if d != own:
+                first = a if a < k + lo else a - (hi - lo)  # the tile's index among the digit's targets
+                conv.append(bconv_kernels.matmul_step_bat_rows(operands[d], _after(token, bp), first, b - a))
+        if conv:  # (one digit and a Q tile: nothing to convert)
+            vals = ntt_kernels.ntt(jnp.stack(conv, axis=-3), limb_plan(plan, a, b))  # (..., D', T, N)
+        acc, j = None, 0
+        for d in range(len(digits)):
+            if d == own:  # the digit holding the tile: the input itself
+                val = x_ntt[..., a - k : b - k, :]
             else:
-                target = jnp.where(t < k + lo, t, t - (hi - lo))  # index among the digit's conversion targets
-                val = ntt_kernels.ntt(bconv_kernels.matmul_step_bat_one(operands[d], bp, target), one)
-            val = _permute(val, index_map)  # (..., 1, N)
-            # one slice of the key itself: indexing key[d] first would copy a whole digit of the key per tower
-            keyrow = jax.lax.dynamic_slice(key, (d, 0, t, 0), (1, 2, 1, size))[0, :, 0, :]  # (2, N)
-            acc = modarith.add_mod(acc, modarith.mul_barrett(val, keyrow, tab), tab.q)
+                val, j = vals[..., j, :, :], j + 1
+            prod = modarith.mul_barrett(_permute(val, index_map)[..., None, :, :], key[d, :, a:b], tab)
+            acc = prod if acc is None else modarith.add_mod(acc, prod, tab.q)
         return acc
 
-    def towers_last(rows):  # (towers, ..., 2, N) -> (..., 2, towers, N)
-        return jnp.moveaxis(rows, 0, -2)
-
-    p_acc = towers_last(jax.lax.map(lambda t: tower_acc(t, None), jnp.arange(k)))
-    p_coef = ntt_kernels.intt(p_acc, limb_plan(plan, 0, k))
-    p_operand = bconv_kernels.bat_operand(bconv_kernels.scale_step(p_coef, moddown_plan), moddown_plan)
-
-    def q_tower(i, own_digit):
-        t = k + i
-        tab = _one_limb_table(plan, t)
-        conv = bconv_kernels.matmul_step_bat_one(p_operand, moddown_plan, i)  # (..., 2, 1, N)
-        conv = ntt_kernels.ntt(conv, ntt_kernels.select_limb_dynamic(plan, t))[..., 0, :]
-        diff = modarith.sub_mod(tower_acc(t, own_digit), conv, tab.q)
-        pinv = modarith.KnownOperand(*(jax.lax.dynamic_slice_in_dim(f, i, 1, axis=0) for f in p_inv))
-        return modarith.mul_known(diff, pinv, tab, reduction)
-
-    # the Q towers digit by digit, so the bypassed digit is known when tracing (no data-dependent branch)
-    parts = [towers_last(jax.lax.map(partial(q_tower, own_digit=d), jnp.arange(lo, hi)))
-             for d, (lo, hi) in enumerate(digits)]
-    return jnp.concatenate(parts, axis=-2) if len(parts) > 1 else parts[0]
+    # Each tile's work is made data-dependent on the previous tile's result (``token``), so the tiles run in
+    # order and one tile's temporaries are live at a time.
+    out = jnp.zeros(x_ntt.shape[:-2] + (2, n, x_ntt.shape[-1]), jnp.uint32)  # filled tile by tile, in place
+    p_parts, p_operand, token = [], None, None
+    for a, b, own in tiles:
+        if own is None:
+            token = key_product(a, b, own, token)
+            p_parts.append(token)
+            continue
+        if p_operand is None:  # all P tiles done: ModDown's conversion operand, once
+            p_coef = ntt_kernels.intt(jnp.concatenate(p_parts, axis=-2), limb_plan(plan, 0, k))
+            p_operand = bconv_kernels.bat_operand(bconv_kernels.scale_step(p_coef, moddown_plan), moddown_plan)
+        conv = bconv_kernels.matmul_step_bat_rows(p_operand, _after(token, moddown_plan), a - k, b - a)
+        conv = ntt_kernels.ntt(conv, limb_plan(plan, a, b))  # (..., 2, T, N)
+        tab = limb_table(plan, a, b)
+        diff = modarith.sub_mod(key_product(a, b, own, token), conv, tab.q)
+        pinv = modarith.KnownOperand(*(f[a - k : b - k] for f in p_inv))
+        token = modarith.mul_known(diff, pinv, tab, reduction)
+        out = jax.lax.dynamic_update_slice_in_dim(out, token, a - k, axis=-2)
+    return out
 
 
 _SCHEDULES = {"mp": keyswitch_mp, "dc": keyswitch_dc, "oc": keyswitch_oc}
 
 
 def keyswitch(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special: int, num_q: int,
-              reduction: str, dataflow: str = "mp", index_map=None):
+              reduction: str, dataflow: str = "mp", index_map=None, oc_tile: int | None = None):
     """Switch ``x`` (a polynomial multiplying the source key) to the key's target: ``(..., 2, n, N)``.
 
     ``index_map`` applies a Galois automorphism (NTT-domain gather) to the extended digits first: the
     key switch of a rotation, with the automorphism commuted past ModUp.
     """
+    extra = {"tile": oc_tile} if dataflow == "oc" else {}
     return _SCHEDULES[dataflow](x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special, num_q,
-                                reduction, index_map)
+                                reduction, index_map, **extra)

@@ -148,12 +148,7 @@ def scale_step(x, plan: BConvPlan):
 
 def matmul_step_bat(y, plan: BConvPlan):
     """Step 2 through BAT: ``(..., L, N)`` in the source basis -> ``(..., L', N)`` in the target basis."""
-    require_x64()
-    k = plan.num
-    operand = bat_operand(y, plan)  # (..., L*K + L, N)
-    zc = jnp.einsum("hv,...vn->...hn", plan.dense, operand, preferred_element_type=jnp.int32)
-    zc = zc.reshape(zc.shape[:-2] + (plan.dst.q.shape[0], k, zc.shape[-1]))
-    return bat.merge_reduce(zc, plan.merge, trailing=1)
+    return matmul_step_bat_rows(bat_operand(y, plan), plan, 0, plan.dst.q.shape[0])
 
 
 def bat_operand(y, plan: BConvPlan):
@@ -166,14 +161,21 @@ def bat_operand(y, plan: BConvPlan):
     return jnp.concatenate([digits, bits], axis=-2)
 
 
-def matmul_step_bat_one(operand, plan: BConvPlan, target):
-    """Step 2 for the single target modulus ``target`` (may be traced): ``(..., V, N) -> (..., 1, N)``."""
+def matmul_step_bat_rows(operand, plan: BConvPlan, start, count: int):
+    """Step 2 for the ``count`` target moduli from ``start`` on: ``(..., V, N) -> (..., count, N)``.
+
+    ``operand`` comes from :func:`bat_operand`; ``start`` may be traced (loops over output towers inside jit),
+    ``count`` is static. One int8 matmul with ``count * K`` rows of the dense matrix, then the exact merge.
+    """
+    require_x64()
     k = plan.num
-    rows = jax.lax.dynamic_slice_in_dim(plan.dense, target * k, k, axis=0)  # (K, V)
-    zc = jnp.einsum("hv,...vn->...hn", rows, operand, preferred_element_type=jnp.int32)[..., None, :, :]
-    one = lambda a: jax.lax.dynamic_slice_in_dim(a, target, 1, axis=0)  # noqa: E731
-    merge = dataclasses.replace(plan.merge, q=one(plan.merge.q), offset=one(plan.merge.offset), mu=one(plan.merge.mu),
-                                sa=one(plan.merge.sa), sb=one(plan.merge.sb), qinv_neg=one(plan.merge.qinv_neg))
+    rows = jax.lax.dynamic_slice_in_dim(plan.dense, start * k, count * k, axis=0)  # (count*K, V)
+    zc = jnp.einsum("hv,...vn->...hn", rows, operand, preferred_element_type=jnp.int32)
+    zc = zc.reshape(zc.shape[:-2] + (count, k, zc.shape[-1]))
+    part = lambda a: jax.lax.dynamic_slice_in_dim(a, start, count, axis=0)  # noqa: E731
+    merge = dataclasses.replace(plan.merge, q=part(plan.merge.q), offset=part(plan.merge.offset),
+                                mu=part(plan.merge.mu), sa=part(plan.merge.sa), sb=part(plan.merge.sb),
+                                qinv_neg=part(plan.merge.qinv_neg))
     return bat.merge_reduce(zc, merge, trailing=1)
 
 

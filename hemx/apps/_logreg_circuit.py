@@ -1,0 +1,305 @@
+"""The server's logistic-regression circuit, written once against a small evaluator interface.
+
+Two evaluators implement the interface: :class:`CKKSEvaluator` (a :class:`~hemx.ckks.Context` and the
+secret-free evaluation keys) and :class:`SlotSimulator` (plain numpy slot vectors, ``numpy.roll`` for
+rotations, with the same level accounting). Running the same circuit on both separates "is the packed
+algorithm right" (simulator against the textbook numpy algorithm) from "is CKKS precise enough" (encrypted
+against the simulator).
+
+Quantities, with the client's packing (see ``hemx.apps.logreg``): ``Z~ = kappa * y * x`` (labels in {-1, 1},
+``kappa = sqrt(lr / n)``), and scaled weights ``v~ = v / kappa``, so ``<Z~_i, v~> = <y_i x_i, v>`` and one
+gradient step ``v + lr * mean_i p(-z_i) y_i x_i`` becomes ``v~ + sum_i p(-z_i) Z~_i``. A weight vector is kept
+as a ciphertext times a public factor (:class:`Scaled`) so the factor can ride in plaintext constants instead
+of costing a level.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, NamedTuple, Sequence
+
+import jax
+import numpy as np
+
+from hemx.ckks import Ciphertext, Context, EvaluationKeys
+from hemx.apps._logreg_layout import Layout
+from hemx.apps._logreg_sigmoid import SigmoidPoly
+from hemx.errors import LevelError
+
+Progress = Callable[[str, int, int], None]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# evaluators
+# ------------------------------------------------------------------------------------------------------------
+
+
+class CKKSEvaluator:
+    """The operations the circuit needs, on hemx ciphertexts. Every product is rescaled."""
+
+    def __init__(self, ctx: Context, keys: EvaluationKeys):
+        self.ctx = ctx
+        self.keys = keys
+
+    @property
+    def slots(self) -> int:
+        return self.ctx.slots
+
+    @property
+    def default_scale(self) -> float:
+        return self.ctx.params.scale
+
+    def level(self, x: Ciphertext) -> int:
+        return x.level
+
+    def scale(self, x: Ciphertext) -> float:
+        return x.scale
+
+    def divisor(self, level: int) -> float:
+        """The number a rescale at ``level`` divides by (product of that level's primes)."""
+        p = self.ctx.params
+        return float(math.prod(p.moduli[p.limbs_at_level(level - 1) : p.limbs_at_level(level)]))
+
+    def add(self, a: Ciphertext, b) -> Ciphertext:
+        return self.ctx.add(a, b)
+
+    def product(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
+        return self.ctx.mul(a, b, self.keys, rescale=True)
+
+    def times_plain(self, x: Ciphertext, values: np.ndarray, scale: float) -> Ciphertext:
+        """``x * values`` rescaled, the result at exactly ``scale`` (the plaintext is encoded to land there)."""
+        pt_scale = scale * self.divisor(x.level) / x.scale
+        pt = self.ctx.encode(values, level=x.level, scale=pt_scale)
+        return self.ctx.mul(x, pt, rescale=True)
+
+    def rotate(self, x: Ciphertext, steps: int) -> Ciphertext:
+        return self.ctx.rotate(x, steps, self.keys)
+
+    def drop(self, x: Ciphertext, level: int) -> Ciphertext:
+        return self.ctx.drop_level(x, level)
+
+    def ready(self, x: Ciphertext) -> Ciphertext:
+        """Wait until ``x`` is computed (JAX dispatches asynchronously), for honest per-step timings."""
+        jax.block_until_ready(x.data)
+        return x
+
+
+@dataclasses.dataclass(frozen=True)
+class SimSlots:
+    """A simulated ciphertext: float64 slot values ``(..., slots)`` and the level a ciphertext would have."""
+
+    values: np.ndarray
+    level: int
+
+
+class SlotSimulator:
+    """The evaluator interface on numpy slot vectors; levels are counted like CKKS, scales are all 1.
+
+    ``rotations_used`` records every rotation step, so tests can compare it with the planned key list.
+    """
+
+    def __init__(self, slots: int, top_level: int):
+        self.slots = int(slots)
+        self.top_level = int(top_level)
+        self.default_scale = 1.0
+        self.rotations_used: set[int] = set()
+
+    def encrypt(self, values: np.ndarray) -> SimSlots:
+        return SimSlots(np.asarray(values, dtype=np.float64), self.top_level)
+
+    def level(self, x: SimSlots) -> int:
+        return x.level
+
+    def scale(self, x: SimSlots) -> float:
+        return 1.0
+
+    def divisor(self, level: int) -> float:
+        return 1.0
+
+    def add(self, a: SimSlots, b) -> SimSlots:
+        if isinstance(b, SimSlots):
+            return SimSlots(a.values + b.values, min(a.level, b.level))
+        return SimSlots(a.values + np.asarray(b, dtype=np.float64), a.level)
+
+    def _consume(self, level: int) -> int:
+        if level < 1:
+            raise LevelError("simulated circuit ran out of levels")
+        return level - 1
+
+    def product(self, a: SimSlots, b: SimSlots) -> SimSlots:
+        return SimSlots(a.values * b.values, self._consume(min(a.level, b.level)))
+
+    def times_plain(self, x: SimSlots, values: np.ndarray, scale: float) -> SimSlots:
+        return SimSlots(x.values * np.asarray(values, dtype=np.float64), self._consume(x.level))
+
+    def rotate(self, x: SimSlots, steps: int) -> SimSlots:
+        self.rotations_used.add(int(steps))
+        return SimSlots(np.roll(x.values, -int(steps), axis=-1), x.level)
+
+    def drop(self, x: SimSlots, level: int) -> SimSlots:
+        if level > x.level:
+            raise LevelError(f"cannot raise a level from {x.level} to {level}")
+        return SimSlots(x.values, level)
+
+    def ready(self, x: SimSlots) -> SimSlots:
+        return x
+
+
+# ------------------------------------------------------------------------------------------------------------
+# building blocks
+# ------------------------------------------------------------------------------------------------------------
+
+
+class Scaled(NamedTuple):
+    """A weight-like vector stored as ``factor * ct`` with a public float ``factor``."""
+
+    ct: object
+    factor: float
+
+
+def _rotate_and_sum(ev, x, steps: Sequence[int]):
+    for s in steps:
+        x = ev.add(x, ev.rotate(x, s))
+    return x
+
+
+def column_sums(ev, x, layout: Layout):
+    """Each row's sum in its column 0 (other columns: partial sums running into the next row)."""
+    return _rotate_and_sum(ev, x, layout.column_sum_steps)
+
+
+def replicate_first_column(ev, x, layout: Layout):
+    """``x`` zero outside column 0 -> column 0 copied over each row."""
+    return _rotate_and_sum(ev, x, layout.replicate_steps)
+
+
+def row_sums(ev, x, layout: Layout):
+    """The sum over all rows, in every row."""
+    return _rotate_and_sum(ev, x, layout.row_sum_steps)
+
+
+def masked_polynomial(ev, s, odd: Sequence[float], const: float, mask: np.ndarray,
+                      result_scale: Callable[[int], float]):
+    """``mask * (const + sum_k odd[k] * s^(2k+1))`` with ``result_scale(level)`` as the result's scale.
+
+    ``s^(2k+1) = s * (s^2)^k``: the powers ``s^2, s^4, ...`` are squared in turn; term k starts as the plain
+    product ``(odd[k] * mask) * s`` (the mask and coefficient cost no extra level) and is multiplied by the
+    powers of ``s^2`` named by the bits of k. The plaintext of each term is encoded at the scale that makes the
+    finished term land on the common result scale, so the terms add without a scale mismatch.
+    Depth: ``1 + bit_length(len(odd) - 1)`` levels below ``s``.
+    """
+    top = len(odd) - 1
+    powers = []  # powers[j] = s^(2^(j+1))
+    for _ in range(top.bit_length()):
+        base = powers[-1] if powers else s
+        powers.append(ev.product(base, base))
+    chains = []
+    for k, coeff in enumerate(odd):
+        bits = [j for j in range(top.bit_length()) if (k >> j) & 1]
+        level, ratio = ev.level(s) - 1, 1.0
+        for j in bits:
+            level = min(level, ev.level(powers[j]))
+            ratio *= ev.scale(powers[j]) / ev.divisor(level)
+            level -= 1
+        chains.append((coeff, bits, level, ratio))
+    target = result_scale(min(chain[2] for chain in chains))
+    acc = None
+    for coeff, bits, _, ratio in chains:
+        term = ev.times_plain(s, coeff * mask, target / ratio)
+        for j in bits:
+            term = ev.product(term, powers[j])
+        acc = term if acc is None else ev.add(acc, term)
+    return ev.add(acc, const * mask)
+
+
+def gradient_step(ev, data, weights: Scaled, rho: float, poly: SigmoidPoly, layout: Layout):
+    """``rho * sum_i p(-z_i) Z~_i`` in every row, at the evaluator's default scale.
+
+    ``z_i = <Z~_i, v~>`` with ``v~ = weights.factor * weights.ct``, and ``p(-z) = 1/2 - sum_k c_k z^(2k+1)``.
+    Depth: 1 (inner products) + the polynomial's depth + 1 (times the data).
+    """
+    mask = layout.first_column_mask()
+    f = weights.factor
+    inner = column_sums(ev, ev.product(data, weights.ct), layout)  # z_i / f in column 0 of row i
+    odd = [-rho * c * f ** (2 * k + 1) for k, c in enumerate(poly.odd_coeffs)]
+    data_scale = ev.scale(data)
+
+    def scale_for(level: int) -> float:  # so that (p * data) rescaled has the default scale
+        return ev.default_scale * ev.divisor(level) / data_scale
+
+    p = masked_polynomial(ev, inner, odd, 0.5 * rho, mask, scale_for)
+    spread = replicate_first_column(ev, p, layout)
+    return row_sums(ev, ev.product(spread, data), layout)
+
+
+def combine(ev, anchor, terms: Sequence[tuple[Scaled, float]]):
+    """``anchor + sum coeff * term``: each term (merged by identity) is scaled by a plain constant at the level
+    just above ``anchor``'s and lands on ``anchor``'s scale, so the sum costs no level below ``anchor``."""
+    merged: dict[int, list] = {}
+    for term, coeff in terms:
+        entry = merged.setdefault(id(term.ct), [term.ct, 0.0])
+        entry[1] += coeff * term.factor
+    out = anchor
+    below = ev.level(anchor) + 1
+    for ct, coeff in merged.values():
+        if coeff == 0.0:
+            continue
+        lifted = ev.drop(ct, below) if ev.level(ct) > below else ct
+        out = ev.add(out, ev.times_plain(lifted, np.full(ev.slots, coeff), ev.scale(anchor)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the circuits
+# ------------------------------------------------------------------------------------------------------------
+
+
+def train(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layout,
+          progress: Progress | None = None):
+    """``len(gammas)`` iterations of (Nesterov-accelerated) gradient ascent from zero weights.
+
+    Textbook form (``w_0 = v_0 = 0``): ``w_{t+1} = v_t + lr * g(v_t)``,
+    ``v_{t+1} = (1 - gamma_t) w_{t+1} + gamma_t w_t``; returns ``w_T`` (scaled by ``1 / kappa``). In the
+    scaled units ``G_t = sum_i p(-z_i) Z~_i`` and, keeping ``Gt_t = (1 - gamma_t) G_t`` (the factor folded into
+    the polynomial),
+    ``v_{t+1} = Gt_t + (1 - gamma_t) v_t + gamma_t v_{t-1} + gamma_t / (1 - gamma_{t-1}) Gt_{t-1}``,
+    which only scales ciphertexts that are ready early (no extra depth). Iteration 0 has ``z = 0`` everywhere, so
+    ``G_0 = 1/2 * sum_i Z~_i``: rotations only, no level.
+
+    Args:
+        ev: an evaluator; ``data`` one of its ciphertexts holding ``Z~`` (``layout``).
+        gammas: ``gamma_0 .. gamma_{T-1}`` (all zero: plain gradient ascent).
+        progress: called as ``progress("train", t, T)`` after each iteration.
+
+    Returns:
+        the ciphertext of ``w_T / kappa`` replicated in every row.
+    """
+    total = len(gammas)
+    report = progress or (lambda stage, done, count: None)
+    sums = row_sums(ev, data, layout)
+    if total == 1:  # w_1 = G_0
+        out = ev.ready(ev.times_plain(sums, np.full(ev.slots, 0.5), ev.default_scale))
+        report("train", 1, 1)
+        return out
+    first = Scaled(ev.ready(sums), 0.5 * (1.0 - gammas[0]))  # Gt_0, and v_1 = Gt_0 because w_0 = 0
+    report("train", 1, total)
+    v_prev, v, g_prev = None, first, first
+    for t in range(1, total - 1):
+        gamma = gammas[t]
+        g = gradient_step(ev, data, v, 1.0 - gamma, poly, layout)
+        terms = [(v, 1.0 - gamma), (g_prev, gamma / (1.0 - gammas[t - 1]))]
+        if v_prev is not None:
+            terms.append((v_prev, gamma))
+        new = ev.ready(combine(ev, g, terms))
+        report("train", t + 1, total)
+        v_prev, v, g_prev = v, Scaled(new, 1.0), Scaled(g, 1.0)
+    last = gradient_step(ev, data, v, 1.0, poly, layout)  # w_T = v_{T-1} + G_{T-1}
+    out = ev.ready(combine(ev, last, [(v, 1.0)]))
+    report("train", total, total)
+    return out
+
+
+def predict(ev, weights, samples, layout: Layout):
+    """Scores ``<x_i, w>`` of packed samples in column 0 of each row (one level)."""
+    return column_sums(ev, ev.product(samples, weights), layout)

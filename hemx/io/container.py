@@ -1,0 +1,235 @@
+"""The hemx binary container: a versioned envelope with a JSON header, raw sections and a SHA-256.
+
+Layout (all integers little-endian)::
+
+    offset  size  field
+    0       8     magic b"\\x89HEMX\\r\\n\\x1a" (a high byte, CR LF and ^Z catch text-mode mangling)
+    8       2     format version (uint16), currently 1
+    10      2     object kind (uint16), see KINDS
+    12      4     header length H (uint32)
+    16      H     header: UTF-8 JSON object; its "sections" entry lists [name, byte length] of each section
+    16 + H  S     the sections, back to back, in the listed order (S = sum of their lengths)
+    end-32  32    SHA-256 of every byte before it
+
+The checksum detects truncation and accidental corruption; it is not a signature (anyone can recompute it),
+so every decoded field is validated as well. Nothing here is executable: no pickle, no object graphs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import struct
+from typing import Mapping, Sequence
+
+from hemx.errors import SerializationError
+
+MAGIC = b"\x89HEMX\r\n\x1a"
+FORMAT_VERSION = 1
+PREFIX = struct.Struct("<8sHHI")
+DIGEST_SIZE = 32
+MAX_HEADER = 1 << 24  # a header is metadata only; anything larger is not ours
+
+KINDS: dict[str, int] = {
+    "parameters": 1,
+    "context": 2,
+    "public_key": 3,
+    "switching_key": 4,
+    "evaluation_keys": 5,
+    "plaintext": 6,
+    "ciphertext": 7,
+    "secret_key": 8,
+}
+_KIND_NAMES = {code: name for name, code in KINDS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Envelope:
+    """A decoded container: its kind, header fields (without "sections") and section bytes by name."""
+
+    kind: str
+    version: int
+    header: Mapping
+    sections: Mapping[str, memoryview]
+
+
+def _header_bytes(header: Mapping, section_sizes: Sequence[tuple[str, int]]) -> bytes:
+    if "sections" in header:
+        raise SerializationError('"sections" is a reserved header field')
+    full = dict(header)
+    full["sections"] = [[name, int(size)] for name, size in section_sizes]
+    try:
+        text = json.dumps(full, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=True)
+    except (TypeError, ValueError) as e:
+        raise SerializationError(f"the header cannot be written as JSON: {e}") from e
+    return text.encode("utf-8")
+
+
+def encoded_size(header: Mapping, section_sizes: Sequence[tuple[str, int]]) -> int:
+    """Exact size in bytes of :func:`encode` for these header fields and section sizes."""
+    return PREFIX.size + len(_header_bytes(header, section_sizes)) + sum(s for _, s in section_sizes) + DIGEST_SIZE
+
+
+def encode(kind: str, header: Mapping, sections: Sequence[tuple[str, bytes]]) -> bytes:
+    """Serialize header fields (JSON-compatible values) and named byte sections into one container."""
+    if kind not in KINDS:
+        raise SerializationError(f"unknown object kind {kind!r}")
+    head = _header_bytes(header, [(name, len(blob)) for name, blob in sections])
+    body = b"".join([PREFIX.pack(MAGIC, FORMAT_VERSION, KINDS[kind], len(head)), head] + [b for _, b in sections])
+    return body + hashlib.sha256(body).digest()
+
+
+def read_kind(data) -> str:
+    """The object kind of serialized data, after checking magic and version (no checksum, no header)."""
+    _, kind, _ = _read_prefix(memoryview(data))
+    return kind
+
+
+def _read_prefix(view: memoryview) -> tuple[int, str, int]:
+    if len(view) < PREFIX.size:
+        raise SerializationError(f"data too short for a hemx container ({len(view)} bytes): truncated or not hemx")
+    magic, version, code, header_len = PREFIX.unpack(view[: PREFIX.size])
+    if magic != MAGIC:
+        raise SerializationError("not hemx serialized data (bad magic bytes)")
+    if version > FORMAT_VERSION:
+        raise SerializationError(
+            f"the data uses hemx format version {version}, newer than this hemx reads ({FORMAT_VERSION}); "
+            "upgrade hemx to load it"
+        )
+    if version < 1:
+        raise SerializationError(f"invalid format version {version}")
+    if code not in _KIND_NAMES:
+        raise SerializationError(f"unknown object kind code {code}")
+    return version, _KIND_NAMES[code], header_len
+
+
+def decode(data) -> Envelope:
+    """Check and split a container; every structural problem raises :class:`SerializationError`."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise SerializationError(f"serialized data must be bytes, got {type(data).__name__}")
+    view = memoryview(data).cast("B")
+    version, kind, header_len = _read_prefix(view)
+    if header_len > MAX_HEADER or PREFIX.size + header_len + DIGEST_SIZE > len(view):
+        raise SerializationError("the data is truncated (shorter than its header says)")
+    body = view[: len(view) - DIGEST_SIZE]
+    if hashlib.sha256(body).digest() != bytes(view[len(view) - DIGEST_SIZE :]):
+        raise SerializationError("checksum mismatch: the data is truncated or was altered")
+    header = _parse_header(bytes(view[PREFIX.size : PREFIX.size + header_len]))
+    sizes = header.pop("sections", None)
+    payload = body[PREFIX.size + header_len :]
+    return Envelope(kind, version, header, _split_sections(payload, sizes))
+
+
+def _reject_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise SerializationError(f"the header repeats the field {key!r}")
+        out[key] = value
+    return out
+
+
+def _reject_constant(name):
+    raise SerializationError(f"the header holds a non-finite number ({name})")
+
+
+def _parse_header(raw: bytes) -> dict:
+    try:
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicates,
+                            parse_constant=_reject_constant)
+    except SerializationError:
+        raise
+    except (ValueError, RecursionError) as e:  # bad UTF-8, bad JSON, absurd integers
+        raise SerializationError(f"the header is not valid UTF-8 JSON: {e}") from e
+    if not isinstance(header, dict):
+        raise SerializationError("the header must be a JSON object")
+    return header
+
+
+def _split_sections(payload: memoryview, sizes) -> dict[str, memoryview]:
+    if not isinstance(sizes, list):
+        raise SerializationError('the header lacks its "sections" list')
+    out, offset = {}, 0
+    for entry in sizes:
+        if (not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str)
+                or type(entry[1]) is not int or entry[1] < 0):
+            raise SerializationError(f"malformed section entry {entry!r}")
+        name, size = entry
+        if name in out:
+            raise SerializationError(f"section {name!r} appears twice")
+        out[name] = payload[offset : offset + size]
+        offset += size
+    if offset != len(payload):
+        raise SerializationError(f"the sections add up to {offset} bytes but the payload has {len(payload)}")
+    return out
+
+
+class HeaderReader:
+    """Typed, strict access to header fields: a missing, extra or ill-typed field raises SerializationError."""
+
+    def __init__(self, header: Mapping, kind: str):
+        self._header = header
+        self._kind = kind
+        self._read: set[str] = set()
+
+    def _get(self, name: str):
+        if name not in self._header:
+            raise SerializationError(f"the {self._kind} header lacks the field {name!r}")
+        self._read.add(name)
+        return self._header[name]
+
+    def _bad(self, name: str, want: str):
+        return SerializationError(f"the {self._kind} header field {name!r} must be {want}, got "
+                                  f"{self._header[name]!r}")
+
+    def integer(self, name: str, lo: int | None = None, hi: int | None = None) -> int:
+        """An int in ``[lo, hi]`` (booleans rejected)."""
+        value = self._get(name)
+        if type(value) is not int or (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise self._bad(name, f"an integer in [{lo}, {hi}]")
+        return value
+
+    def optional_integer(self, name: str, lo: int | None = None, hi: int | None = None) -> int | None:
+        if self._get(name) is None:
+            return None
+        return self.integer(name, lo, hi)
+
+    def number(self, name: str, positive: bool = False) -> float:
+        value = self._get(name)
+        if type(value) not in (int, float) or not math.isfinite(value) or (positive and value <= 0):
+            raise self._bad(name, "a positive finite number" if positive else "a finite number")
+        return float(value)
+
+    def boolean(self, name: str) -> bool:
+        value = self._get(name)
+        if type(value) is not bool:
+            raise self._bad(name, "true or false")
+        return value
+
+    def string(self, name: str, choices: Sequence[str] | None = None) -> str:
+        value = self._get(name)
+        if not isinstance(value, str) or (choices is not None and value not in choices):
+            raise self._bad(name, f"one of {list(choices)}" if choices else "a string")
+        return value
+
+    def integers(self, name: str, lo: int | None = None, hi: int | None = None) -> tuple[int, ...]:
+        value = self._get(name)
+        if not isinstance(value, list) or any(
+            type(v) is not int or (lo is not None and v < lo) or (hi is not None and v > hi) for v in value
+        ):
+            raise self._bad(name, f"a list of integers in [{lo}, {hi}]")
+        return tuple(value)
+
+    def nested(self, name: str) -> "HeaderReader":
+        value = self._get(name)
+        if not isinstance(value, dict):
+            raise self._bad(name, "a JSON object")
+        return HeaderReader(value, f"{self._kind} {name!r}")
+
+    def finish(self) -> None:
+        """Every field was read: an unknown field means data this version does not understand."""
+        extra = sorted(set(self._header) - self._read)
+        if extra:
+            raise SerializationError(f"the {self._kind} header has unknown fields {extra}")

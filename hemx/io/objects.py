@@ -1,0 +1,412 @@
+"""Object codecs: hemx objects <-> (kind, header fields, residue sections), with full validation.
+
+Every residue array is a *section* packed at the bit width of its limb's modulus (:mod:`hemx.io.bitpack`).
+Objects bound to a context (keys, plaintexts, ciphertexts) carry the fingerprint of its parameter set and its
+slot count; loading them needs a :class:`~hemx.ckks.Context` with the same fingerprint and slots, and binds
+the result to that context. Keys and ciphertexts also carry their key-set tag (:mod:`hemx.io.keytags`).
+
+What a stored array must look like (N the ring degree, L the ciphertext limbs, k the special primes,
+D = dnum digits, ``limbs(level)`` the limbs at a level):
+
+==================  ===================================  ==================================
+object              array shape                          residues modulo
+==================  ===================================  ==================================
+Ciphertext          ``(..., 2, limbs(level), N)``        ``q_0 .. q_{limbs-1}``
+Plaintext           ``(..., limbs(level), N)``           ``q_0 .. q_{limbs-1}``
+PublicKey           ``(2, L, N)``                        ``q_0 .. q_{L-1}``
+SwitchingKey        ``(D, 2, k + L, N)``                 ``p_0 .. p_{k-1}, q_0 .. q_{L-1}``
+SecretKey coeffs    ``(1, N)``, stored as ``s + 1``      3
+==================  ===================================  ==================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Mapping, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from hemx.ckks.ciphertext import Ciphertext, Plaintext
+from hemx.ckks.context import Context
+from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey
+from hemx.ckks.params import CKKSParameters
+from hemx.errors import ContextMismatchError, KeyMismatchError, ParameterError, SecretMaterialError, SerializationError
+from hemx.io import bitpack, keytags
+from hemx.io import parameters as param_codec
+from hemx.io.container import Envelope, HeaderReader
+
+MAX_BATCH_AXES = 16
+SECRET_MODULUS = 3  # ternary coefficients -1, 0, 1 stored as residues 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """One residue array to store: ``array`` is uint32 ``(..., len(moduli), N)``."""
+
+    name: str
+    array: object
+    moduli: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return bitpack.residues_nbytes(tuple(self.array.shape), self.moduli)
+
+    def pack(self) -> bytes:
+        host = np.asarray(self.array)
+        if host.dtype != np.uint32:
+            raise SerializationError(f"section {self.name!r}: residues must be uint32, got {host.dtype}")
+        return bitpack.pack_residues(host, self.moduli)
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """An object ready for the container: kind, header fields and residue sections (packed on demand)."""
+
+    kind: str
+    header: dict
+    sections: tuple[Section, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# shared pieces
+# ------------------------------------------------------------------------------------------------------------
+
+
+def q_moduli(params: CKKSParameters, limbs: int) -> tuple[int, ...]:
+    return tuple(params.moduli[:limbs])
+
+
+def pq_moduli(params: CKKSParameters) -> tuple[int, ...]:
+    return tuple(params.special_moduli) + tuple(params.moduli)
+
+
+def switching_key_shape(params: CKKSParameters) -> tuple[int, ...]:
+    return (len(params.digits()), 2, len(params.special_moduli) + params.num_limbs, params.n)
+
+
+def require_context(context, what: str) -> Context:
+    if not isinstance(context, Context):
+        raise ParameterError(
+            f"a {what} is bound to a context: pass the Context (made from the same parameters) as "
+            f"`context`, got {type(context).__name__}"
+        )
+    return context
+
+
+def _check_owner(obj, context: Context, what: str) -> None:
+    if obj.context_id != context.id:
+        raise ContextMismatchError(f"the {what} belongs to another context than the one given")
+
+
+def _bound_header(context: Context) -> dict:
+    return {"parameters_fingerprint": param_codec.fingerprint(context.params), "slots": context.slots}
+
+
+def _check_bound(reader: HeaderReader, context: Context, what: str) -> None:
+    stored = reader.string("parameters_fingerprint")
+    if stored != param_codec.fingerprint(context.params):
+        raise ContextMismatchError(
+            f"the {what} was made with another parameter set (fingerprint {stored[:16]}...) than the context's "
+            f"({context.params.describe()}); load it into a context built from the sender's parameters"
+        )
+    slots = reader.integer("slots", 1)
+    if slots != context.slots:
+        raise ContextMismatchError(
+            f"the {what} was made by a context packing {slots} slots, this one packs {context.slots}; build the "
+            f"context with slots={slots}"
+        )
+
+
+def _read_tag(reader: HeaderReader) -> int:
+    tag = reader.string("key_tag")
+    if not keytags.is_tag(tag):
+        raise SerializationError(f"malformed key tag {tag!r}")
+    return keytags.key_id_for(tag)
+
+
+def _check_shape(shape: Sequence[int], tail: tuple[int, ...], what: str, batch: bool) -> tuple[int, ...]:
+    """``shape`` is ``(*batch, *tail)`` (batch axes only where allowed); raise SerializationError if not."""
+    shape = tuple(int(s) for s in shape)
+    extra = len(shape) - len(tail)
+    ok = extra >= 0 and shape[extra:] == tail and (extra <= MAX_BATCH_AXES if batch else extra == 0)
+    if not ok or any(s < 0 for s in shape):
+        want = "(..., " + ", ".join(map(str, tail)) + ")" if batch else str(tail)
+        raise SerializationError(f"the {what} has shape {shape}; with these parameters it must be {want}")
+    return shape
+
+
+def _read_sections(envelope: Envelope, expected: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> dict:
+    """Unpack exactly the expected sections ``{name: (shape, moduli)}`` into uint32 numpy arrays."""
+    if set(envelope.sections) != set(expected):
+        raise SerializationError(
+            f"the {envelope.kind} holds sections {sorted(envelope.sections)}, expected {sorted(expected)}"
+        )
+    return {name: bitpack.unpack_residues(envelope.sections[name], shape, moduli)
+            for name, (shape, moduli) in expected.items()}
+
+
+def _level_limbs(params: CKKSParameters, level: int, what: str) -> int:
+    if not 0 <= level <= params.max_level:
+        raise SerializationError(f"the {what} is at level {level}; these parameters have levels 0..{params.max_level}")
+    return params.limbs_at_level(level)
+
+
+def _check_galois(params: CKKSParameters, kind: str, galois: int | None) -> None:
+    if kind == "relin" and galois is not None:
+        raise SerializationError("a relinearization key has no Galois element")
+    if kind == "galois" and (galois is None or galois % 2 == 0 or not 1 < galois < 2 * params.n):
+        raise SerializationError(f"Galois element {galois} is not an odd number in (1, 2N) for N = {params.n}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# parameters and contexts (no context needed to load)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def encode_parameters(params: CKKSParameters) -> Encoded:
+    return Encoded("parameters", {"parameters": param_codec.to_header(params)})
+
+
+def decode_parameters(envelope: Envelope) -> CKKSParameters:
+    reader = HeaderReader(envelope.header, "parameters")
+    params = param_codec.from_header(reader.nested("parameters"))
+    reader.finish()
+    _read_sections(envelope, {})
+    return params
+
+
+def encode_context(context: Context) -> Encoded:
+    return Encoded("context", {"parameters": param_codec.to_header(context.params), "slots": context.slots})
+
+
+def decode_context(envelope: Envelope, **context_options) -> Context:
+    """A new Context for the stored parameters and slot count; ``context_options`` as for :class:`Context`."""
+    reader = HeaderReader(envelope.header, "context")
+    params = param_codec.from_header(reader.nested("parameters"))
+    slots = reader.integer("slots", 1, params.max_slots)
+    reader.finish()
+    if slots & (slots - 1):
+        raise SerializationError(f"slot count {slots} is not a power of two")
+    _read_sections(envelope, {})
+    if "slots" in context_options:
+        raise ParameterError("the slot count comes from the serialized context; do not pass slots=")
+    return Context(params, slots=slots, **context_options)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# ciphertexts and plaintexts
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _encode_message(obj, context: Context, what: str, tail_lead: tuple[int, ...], extra: dict) -> Encoded:
+    """Shared by ciphertexts (tail ``(2, limbs, N)``) and plaintexts (tail ``(limbs, N)``)."""
+    _check_owner(obj, context, what)
+    params = context.params
+    limbs = _level_limbs(params, obj.level, what)
+    if obj.slots != context.slots:
+        raise ContextMismatchError(f"the {what} packs {obj.slots} slots, its context {context.slots}")
+    shape = _check_shape(obj.data.shape, tail_lead + (limbs, params.n), what, batch=True)
+    header = dict(_bound_header(context), level=obj.level, scale=float(obj.scale), is_complex=bool(obj.is_complex),
+                  shape=list(shape), **extra)
+    return Encoded(what, header, (Section("data", obj.data, q_moduli(params, limbs)),))
+
+
+def _decode_message(envelope: Envelope, context: Context, what: str, tail_lead: tuple[int, ...]):
+    reader = HeaderReader(envelope.header, what)
+    _check_bound(reader, context, what)
+    params = context.params
+    level = reader.integer("level", 0, params.max_level)
+    limbs = _level_limbs(params, level, what)
+    scale = reader.number("scale", positive=True)
+    is_complex = reader.boolean("is_complex")
+    shape = _check_shape(reader.integers("shape", 0), tail_lead + (limbs, params.n), what, batch=True)
+    key_id = _read_tag(reader) if what == "ciphertext" else None
+    reader.finish()
+    data = _read_sections(envelope, {"data": (shape, q_moduli(params, limbs))})["data"]
+    fields = dict(data=jnp.asarray(data), level=level, scale=scale, slots=context.slots, is_complex=is_complex,
+                  context_id=context.id)
+    return Ciphertext(key_id=key_id, **fields) if what == "ciphertext" else Plaintext(**fields)
+
+
+def encode_ciphertext(ct: Ciphertext, context: Context) -> Encoded:
+    return _encode_message(ct, context, "ciphertext", (2,), {"key_tag": keytags.tag_for(ct.key_id)})
+
+
+def decode_ciphertext(envelope: Envelope, context: Context) -> Ciphertext:
+    return _decode_message(envelope, context, "ciphertext", (2,))
+
+
+def encode_plaintext(pt: Plaintext, context: Context) -> Encoded:
+    return _encode_message(pt, context, "plaintext", (), {})
+
+
+def decode_plaintext(envelope: Envelope, context: Context) -> Plaintext:
+    return _decode_message(envelope, context, "plaintext", ())
+
+
+# ------------------------------------------------------------------------------------------------------------
+# keys
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _check_key_owner(key, context: Context, key_id: int, what: str) -> None:
+    _check_owner(key, context, what)
+    if key.key_id != key_id:
+        raise KeyMismatchError(f"the {what} belongs to key set {key.key_id}, not {key_id}")
+
+
+def _public_section(key: PublicKey, context: Context, name: str) -> Section:
+    params = context.params
+    _check_shape(key.data.shape, (2, params.num_limbs, params.n), "public key", batch=False)
+    return Section(name, key.data, q_moduli(params, params.num_limbs))
+
+
+def _switching_section(key: SwitchingKey, context: Context, name: str) -> Section:
+    params = context.params
+    if key.kind not in ("relin", "galois"):
+        raise SerializationError(f"unknown switching-key kind {key.kind!r}")
+    _check_galois(params, key.kind, key.galois)
+    _check_shape(key.data.shape, switching_key_shape(params), "switching key", batch=False)
+    return Section(name, key.data, pq_moduli(params))
+
+
+def _key_header(context: Context, key_id: int) -> dict:
+    return dict(_bound_header(context), key_tag=keytags.tag_for(key_id))
+
+
+def encode_public_key(key: PublicKey, context: Context) -> Encoded:
+    _check_owner(key, context, "public key")
+    return Encoded("public_key", _key_header(context, key.key_id), (_public_section(key, context, "data"),))
+
+
+def decode_public_key(envelope: Envelope, context: Context) -> PublicKey:
+    reader = HeaderReader(envelope.header, "public key")
+    _check_bound(reader, context, "public key")
+    key_id = _read_tag(reader)
+    reader.finish()
+    params = context.params
+    data = _read_sections(envelope, {"data": ((2, params.num_limbs, params.n), q_moduli(params, params.num_limbs))})
+    return PublicKey(jnp.asarray(data["data"]), context.id, key_id)
+
+
+def encode_switching_key(key: SwitchingKey, context: Context) -> Encoded:
+    _check_owner(key, context, "switching key")
+    section = _switching_section(key, context, "data")
+    header = dict(_key_header(context, key.key_id), key_kind=key.kind, galois=key.galois)
+    return Encoded("switching_key", header, (section,))
+
+
+def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
+    reader = HeaderReader(envelope.header, "switching key")
+    _check_bound(reader, context, "switching key")
+    key_id = _read_tag(reader)
+    kind = reader.string("key_kind", ("relin", "galois"))
+    galois = reader.optional_integer("galois")
+    reader.finish()
+    params = context.params
+    _check_galois(params, kind, galois)
+    data = _read_sections(envelope, {"data": (switching_key_shape(params), pq_moduli(params))})["data"]
+    return SwitchingKey(jnp.asarray(data), kind, galois, context.id, key_id)
+
+
+def _galois_section_name(g: int) -> str:
+    return f"galois:{g}"
+
+
+def encode_evaluation_keys(keys: EvaluationKeys, context: Context) -> Encoded:
+    """The public, relinearization and Galois keys of a bundle; a :class:`KeySet` (holding the secret) is refused."""
+    if isinstance(keys, KeySet):
+        raise SecretMaterialError(
+            "a KeySet holds the secret key and is never serialized as a whole; serialize "
+            "keys.evaluation_keys() for a server (and hemx.io.dumps_secret_key for the client's own storage)"
+        )
+    _check_owner(keys, context, "evaluation keys")
+    _check_key_owner(keys.public, context, keys.key_id, "public key")
+    sections = [_public_section(keys.public, context, "public")]
+    if keys.relin is not None:
+        _check_key_owner(keys.relin, context, keys.key_id, "relinearization key")
+        if keys.relin.kind != "relin":
+            raise SerializationError(f"the bundle's relinearization key is a {keys.relin.kind} key")
+        sections.append(_switching_section(keys.relin, context, "relin"))
+    for g in sorted(keys.galois):
+        key = keys.galois[g]
+        _check_key_owner(key, context, keys.key_id, f"Galois key {g}")
+        if key.kind != "galois" or key.galois != g:
+            raise SerializationError(f"the bundle lists a {key.kind} key for element {key.galois} under element {g}")
+        sections.append(_switching_section(key, context, _galois_section_name(g)))
+    header = dict(_key_header(context, keys.key_id), relin=keys.relin is not None, galois=sorted(keys.galois))
+    return Encoded("evaluation_keys", header, tuple(sections))
+
+
+def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKeys:
+    reader = HeaderReader(envelope.header, "evaluation keys")
+    _check_bound(reader, context, "evaluation keys")
+    key_id = _read_tag(reader)
+    has_relin = reader.boolean("relin")
+    elements = reader.integers("galois")
+    reader.finish()
+    params = context.params
+    if len(set(elements)) != len(elements):
+        raise SerializationError("the evaluation keys list a Galois element twice")
+    for g in elements:
+        _check_galois(params, "galois", g)
+    ks_spec = (switching_key_shape(params), pq_moduli(params))
+    expected = {"public": ((2, params.num_limbs, params.n), q_moduli(params, params.num_limbs))}
+    if has_relin:
+        expected["relin"] = ks_spec
+    expected.update({_galois_section_name(g): ks_spec for g in elements})
+    arrays = _read_sections(envelope, expected)
+
+    def switching(name: str, kind: str, g: int | None) -> SwitchingKey:
+        return SwitchingKey(jnp.asarray(arrays[name]), kind, g, context.id, key_id)
+
+    return EvaluationKeys(
+        public=PublicKey(jnp.asarray(arrays["public"]), context.id, key_id),
+        relin=switching("relin", "relin", None) if has_relin else None,
+        galois={g: switching(_galois_section_name(g), "galois", g) for g in elements},
+        context_id=context.id,
+        key_id=key_id,
+    )
+
+
+def encode_secret_key(key: SecretKey, context: Context) -> Encoded:
+    """The ternary coefficients only (the NTT form is recomputed on load), 2 bits each."""
+    _check_owner(key, context, "secret key")
+    coeffs = np.asarray(key.coeffs)
+    ternary = coeffs.dtype.kind in "iu" and not np.any(np.abs(coeffs.astype(np.int64)) > 1)
+    if coeffs.shape != (context.params.n,) or not ternary:
+        raise SerializationError("the secret key's coefficients must be N integers in {-1, 0, 1}")
+    stored = (coeffs.astype(np.int64) + 1).astype(np.uint32)[None, :]
+    return Encoded("secret_key", _key_header(context, key.key_id), (Section("coeffs", stored, (SECRET_MODULUS,)),))
+
+
+def decode_secret_key(envelope: Envelope, context: Context) -> SecretKey:
+    reader = HeaderReader(envelope.header, "secret key")
+    _check_bound(reader, context, "secret key")
+    key_id = _read_tag(reader)
+    reader.finish()
+    params = context.params
+    stored = _read_sections(envelope, {"coeffs": ((1, params.n), (SECRET_MODULUS,))})["coeffs"][0]
+    coeffs = stored.astype(np.int8) - 1
+    if params.hamming_weight is not None and np.count_nonzero(coeffs) != params.hamming_weight:
+        raise SerializationError(f"the secret key does not have the parameters' Hamming weight {params.hamming_weight}")
+    ntt = context.ring.ntt(context.ring.from_ints(coeffs))
+    return SecretKey(coeffs, ntt, context.id, key_id)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# dispatch
+# ------------------------------------------------------------------------------------------------------------
+
+# kind -> (class, encoder, decoder, needs a context to load). SecretKey is deliberately absent: only the
+# explicitly named secret-key functions of hemx.io handle it.
+CODECS: dict[str, tuple[type, Callable, Callable, bool]] = {
+    "parameters": (CKKSParameters, encode_parameters, decode_parameters, False),
+    "context": (Context, encode_context, decode_context, False),
+    "public_key": (PublicKey, encode_public_key, decode_public_key, True),
+    "switching_key": (SwitchingKey, encode_switching_key, decode_switching_key, True),
+    "evaluation_keys": (EvaluationKeys, encode_evaluation_keys, decode_evaluation_keys, True),
+    "plaintext": (Plaintext, encode_plaintext, decode_plaintext, True),
+    "ciphertext": (Ciphertext, encode_ciphertext, decode_ciphertext, True),
+}
