@@ -1,4 +1,4 @@
-"""``hemx demo``: an end-to-end check of the exact kernel layer with timings.
+"""``hemx demo --workload kernels``: an end-to-end check of the exact kernel layer with timings.
 
 For each NTT method, multiply two random polynomials in ``Z_Q[X]/(X^N + 1)`` (CROSS set A and C shapes),
 check the product against an independent Python-integer computation of sampled coefficients and against the

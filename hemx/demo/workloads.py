@@ -1,0 +1,271 @@
+"""``hemx demo``: the encrypted workloads end to end through the client/server split.
+
+The client (data owner) makes the keys, encrypts and decrypts; the server gets only the serialized context and
+evaluation keys (no secret key, no API to get one), receives serialized ciphertexts, computes, and sends
+serialized ciphertexts back. Every hand-over goes through :mod:`hemx.io` bytes, as it would over a network.
+
+* ``cnn`` (default): encrypted inference of the digits CNN (:mod:`hemx.apps.cnn`) on the whole test split,
+  128 images per ciphertext, compared image by image with the plaintext model;
+* ``logreg``: HELR-style logistic regression (:mod:`hemx.apps.logreg`) trained on the encrypted
+  breast-cancer training split, then encrypted scoring of the test split, compared with the same algorithm in
+  plaintext.
+
+Both return a summary dict (accuracies, latencies, sizes, device); :func:`main` renders it with rich, or prints
+it as one JSON object.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Callable
+
+import jax
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from hemx.bench.timing import machine_label
+from hemx.ckks import CKKSParameters, Sampler
+from hemx.errors import ParameterError
+from hemx.service import Client, Server
+
+WORKLOADS = ("cnn", "logreg")
+DEFAULT_NTT = "mat3"  # the 3-step NTT: its kernels compile several times faster than the butterfly on CPU
+
+
+class StageBars:
+    """One rich progress bar per stage; ``update(stage, done, total)`` is the apps' progress callback."""
+
+    def __init__(self, progress: Progress | None):
+        self._progress, self._tasks = progress, {}
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        if self._progress is None:
+            return
+        if stage not in self._tasks:
+            self._tasks[stage] = self._progress.add_task(stage, total=max(total, 1))
+        self._progress.update(self._tasks[stage], completed=done, total=max(total, 1))
+
+
+@contextmanager
+def stage_bars(console: Console | None, enabled: bool = True):
+    if not enabled or console is None:
+        yield StageBars(None)
+        return
+    columns = (TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        yield StageBars(progress)
+
+
+class _Clock:
+    """Wall-clock seconds per named step (the steps block on their results before the clock stops)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+def _device() -> dict:
+    dev = jax.devices()[0]
+    return {"backend": jax.default_backend(), "device": str(getattr(dev, "device_kind", dev)),
+            "machine": machine_label()}
+
+
+# -------------------------------------------------------------------------------------------------------- CNN
+
+
+def run_cnn(
+    *,
+    num_images: int | None = None,
+    params: CKKSParameters | None = None,
+    ntt: str = DEFAULT_NTT,
+    ciphertexts_per_batch: int = 1,
+    sampler: Sampler | None = None,
+    update: Callable[[str, int, int], None] = lambda *a: None,
+) -> dict:
+    """Encrypted CNN inference on the digits test split through Client -> bytes -> Server -> bytes -> Client.
+
+    Args:
+        num_images: the first ``num_images`` test images (default: all 360).
+        params: CKKS parameters (default :func:`hemx.apps.cnn.recommended_parameters`, 128-bit).
+        ntt: NTT method of both contexts.
+        ciphertexts_per_batch: ciphertexts per server call; the first call compiles the kernels, so with the
+            default of one ciphertext per call the later calls show the steady-state latency.
+        sampler: randomness (default the OS CSPRNG; a seeded sampler only in tests).
+        update: ``update(stage, done, total)`` progress callback.
+    """
+    from hemx.apps import cnn
+
+    if not isinstance(ciphertexts_per_batch, int) or ciphertexts_per_batch < 1:
+        raise ParameterError(f"ciphertexts_per_batch must be a positive integer, got {ciphertexts_per_batch!r}")
+    clock = _Clock()
+    with clock("model"):
+        model = cnn.load_model()
+        _, images, _, labels = cnn.digits_split()
+        if num_images is not None:
+            if not isinstance(num_images, int) or not 1 <= num_images <= len(images):
+                raise ParameterError(f"num_images must be in [1, {len(images)}], got {num_images!r}")
+            images, labels = images[:num_images], labels[:num_images]
+        plain_logits = cnn.plaintext_forward(model, images)
+        params = cnn.recommended_parameters() if params is None else params
+        spec = cnn.plan(model, params.n // 2)
+    update("model", 1, 1)
+
+    # client: keys; only the context and the evaluation keys leave it
+    with clock("client keygen"):
+        client = Client(params, rotations=spec.rotations, ntt=ntt, sampler=sampler)
+        context_bytes, eval_key_bytes = client.parameters_bytes(), client.evaluation_keys_bytes()
+    update("client: keygen", 1, 1)
+    with clock("server set-up"):
+        server = Server.from_bytes(context_bytes, eval_key_bytes, ntt=ntt)
+        encoded = cnn.encode_model(server.context, model, spec)
+        jax.block_until_ready(jax.tree_util.tree_leaves(encoded))
+    update("server: set-up", 1, 1)
+
+    # client: pack and encrypt, batches of equal shape (the last padded with empty images: one compilation)
+    with clock("client encrypt"):
+        slots = cnn.pack_images(images, spec)
+        batches = -(-slots.shape[0] // ciphertexts_per_batch)
+        slots = np.concatenate([slots, np.zeros((batches * ciphertexts_per_batch - slots.shape[0], spec.slots))])
+        requests = [client.encrypt(slots[i * ciphertexts_per_batch : (i + 1) * ciphertexts_per_batch])
+                    for i in range(batches)]
+    update("client: encrypt", 1, 1)
+
+    replies, batch_seconds = [], []
+    for i, request in enumerate(requests):
+        update("server: inference", i, batches)
+        start = time.perf_counter()
+        ct = server.load_ciphertext(request)
+        out = cnn.infer_encrypted(server.context, server.keys, ct, model, spec, encoded=encoded)
+        replies.append(server.dump_ciphertext(out))  # serializing reads the result: blocks on it
+        batch_seconds.append(time.perf_counter() - start)
+    clock.seconds["server inference"] = sum(batch_seconds)
+    update("server: inference", batches, batches)
+
+    with clock("client decrypt"):
+        values = np.concatenate([np.asarray(client.decrypt(r)).reshape(-1, spec.slots) for r in replies])
+        logits = cnn.unpack_logits(values, spec, len(images))
+    update("client: decrypt", 1, 1)
+
+    enc_pred, plain_pred = np.argmax(logits, axis=1), np.argmax(plain_logits, axis=1)
+    steady = batch_seconds[1:] or batch_seconds
+    images_per_batch = ciphertexts_per_batch * spec.images_per_ciphertext
+    return {
+        "workload": "cnn",
+        "images": len(images),
+        "ciphertexts": spec.num_ciphertexts(len(images)),
+        "images_per_ciphertext": spec.images_per_ciphertext,
+        "parameters": params.describe(),
+        "ntt": ntt,
+        "rotation_keys": len(spec.rotations),
+        "key_switches_per_ciphertext": spec.key_switches(),
+        "accuracy_plaintext": float(np.mean(plain_pred == labels)),
+        "accuracy_encrypted": float(np.mean(enc_pred == labels)),
+        "agreement": float(np.mean(enc_pred == plain_pred)),
+        "max_abs_logit_error": float(np.max(np.abs(logits - plain_logits))),
+        "seconds": clock.seconds,
+        "batch_seconds": batch_seconds,
+        "first_batch_includes_compilation": True,
+        "latency_per_batch_s": float(np.median(steady)),
+        "latency_per_image_ms": float(np.median(steady) / images_per_batch * 1e3),
+        "bytes": {"context": len(context_bytes), "evaluation_keys": len(eval_key_bytes),
+                  "request_ciphertext": len(requests[0]), "reply_ciphertext": len(replies[0])},
+        **_device(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- logreg
+
+
+def run_logreg(
+    *,
+    iterations: int | None = None,
+    data=None,
+    params: CKKSParameters | None = None,
+    ntt: str = DEFAULT_NTT,
+    sampler: Sampler | None = None,
+    update: Callable[[str, int, int], None] = lambda *a: None,
+) -> dict:
+    """HELR training on the encrypted breast-cancer data, then encrypted scoring, through the client/server split.
+
+    Args:
+        iterations: gradient steps (default that of :func:`hemx.apps.logreg.plan`).
+        data: a :class:`hemx.apps.logreg.Dataset` (default ``load_data()``).
+        params, ntt, sampler, update: as for :func:`run_cnn`.
+    """
+    from hemx.apps import logreg
+
+    clock = _Clock()
+    with clock("data"):
+        data = logreg.load_data() if data is None else data
+        options = {} if iterations is None else {"iterations": iterations}
+        spec = logreg.plan(len(data.y_train), data.n_features, **options)
+        params = spec.recommended_parameters() if params is None else params
+    update("data", 1, 1)
+
+    with clock("client keygen"):
+        client = Client(params, rotations=spec.rotation_steps, slots=spec.slots, ntt=ntt, sampler=sampler)
+        context_bytes, eval_key_bytes = client.parameters_bytes(), client.evaluation_keys_bytes()
+    update("client: keygen", 1, 1)
+    with clock("server set-up"):
+        server = Server.from_bytes(context_bytes, eval_key_bytes, ntt=ntt)
+    update("server: set-up", 1, 1)
+
+    with clock("client encrypt"):
+        train_request = client.encrypt(logreg.pack_training(data.x_train, data.y_train, spec))
+        test_request = client.encrypt(logreg.pack_test(data.x_test, spec))
+    update("client: encrypt", 1, 1)
+
+    marks = [time.perf_counter()]
+
+    def on_iteration(stage: str, done: int, total: int) -> None:
+        marks.append(time.perf_counter())
+        update("server: training", done, total)
+
+    update("server: training", 0, spec.iterations)
+    ct_w = logreg.train_encrypted(server.context, server.keys, server.load_ciphertext(train_request), spec,
+                                  progress=on_iteration)
+    weights_reply = server.dump_ciphertext(ct_w)
+    clock.seconds["server training"] = time.perf_counter() - marks[0]
+    with clock("server inference"):
+        scores = logreg.predict_encrypted(server.context, server.keys, ct_w, server.load_ciphertext(test_request),
+                                          spec)
+        scores_reply = server.dump_ciphertext(scores)
+    update("server: inference", 1, 1)
+
+    with clock("client decrypt"):
+        w_enc = logreg.unpack_weights(client.decrypt(weights_reply), spec)
+        scores_enc = logreg.unpack_scores(client.decrypt(scores_reply), spec, len(data.y_test))
+    update("client: decrypt", 1, 1)
+
+    reference = logreg.train_plaintext(data.x_train, data.y_train, spec)
+    scores_plain = data.x_test @ reference.weights
+    return {
+        "workload": "logreg",
+        "train_samples": len(data.y_train),
+        "test_samples": len(data.y_test),
+        "features": data.n_features,
+        "iterations": spec.iterations,
+        "parameters": params.describe(),
+        "ntt": ntt,
+        "rotation_keys": len(spec.rotation_steps),
+        "accuracy_plaintext": logreg.accuracy(scores_plain, data.y_test),
+        "accuracy_encrypted": logreg.accuracy(scores_enc, data.y_test),
+        "agreement": float(np.mean((scores_enc > 0) == (scores_plain > 0))),
+        "max_abs_weight_error": float(np.max(np.abs(w_enc - reference.weights))),
+        "max_abs_score_error": float(np.max(np.abs(scores_enc - scores_plain))),
+        "seconds": clock.seconds,
+        "iteration_seconds": [b - a for a, b in zip(marks, marks[1:])],
+        "first_iteration_includes_compilation": True,
+        "latency_per_test_sample_ms": clock.seconds["server inference"] / len(data.y_test) * 1e3,
+        "bytes": {"context": len(context_bytes), "evaluation_keys": len(eval_key_bytes),
+                  "train_ciphertext": len(train_request), "test_ciphertext": len(test_request),
+                  "weights_ciphertext": len(weights_reply)},
+        **_device(),
+    }
