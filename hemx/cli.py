@@ -34,9 +34,16 @@ def _cmd_info(args) -> int:
 def _cmd_demo(args) -> int:
     from hemx import demo
 
-    return demo.main(as_json=args.json)
+    options = {}
+    if args.workload == "cnn" and args.images is not None:
+        options["num_images"] = args.images
+    if args.workload == "logreg" and args.iterations is not None:
+        options["iterations"] = args.iterations
+    return demo.main(args.workload, as_json=args.json, **options)
 
 
+PEERS = "desilofhe,tenseal"
+NTT_CHOICES = ["butterfly", "four_step", "mat3", "multilevel"]
 QUICK = {
     "sets": "A,B",
     "batches": "1,8",
@@ -44,9 +51,20 @@ QUICK = {
 }
 
 
+def _peer_list(args) -> list[str]:
+    """Peers requested with ``--peers [LIST]`` (opt-in), unless ``--no-peers``."""
+    if getattr(args, "no_peers", False) or not args.peers:
+        return []
+    return [p.strip() for p in args.peers.split(",") if p.strip()]
+
+
 def _cmd_bench_kernels(args) -> int:
+    import os
+
     from hemx.bench import kernels as kb
+    from hemx.bench import roofline
     from hemx.bench.report import save_results
+    from hemx.bench.timing import limit_threads
 
     console = _console()
     suites = [s.strip() for s in args.suite.split(",") if s.strip()]
@@ -57,11 +75,15 @@ def _cmd_bench_kernels(args) -> int:
     batches = kb.parse_int_list(QUICK["batches"] if args.quick else args.batches)
     repeats = QUICK["repeats"] if args.quick else args.repeats
     methods = args.methods.split(",") if args.methods else None
+    peers = _peer_list(args)
+    threads = limit_threads(args.threads) if peers else None
     results = []
     if "ntt" in suites:
         kw = {"methods": methods} if methods else {}
         results += kb.bench_ntt(sets, batches=batches, repeats=repeats, max_elements=args.max_elements,
                                 reduction=args.reduction, console=console, **kw)
+    if peers:
+        results += kb.bench_ntt_peers(sets, peers, threads=args.threads, repeats=max(repeats, 3), console=console)
     if "bat" in suites:
         shapes = kb.TAB_V_SHAPES[:3] if args.quick else kb.TAB_V_SHAPES
         results += kb.bench_bat(shapes, repeats=repeats, console=console)
@@ -71,9 +93,18 @@ def _cmd_bench_kernels(args) -> int:
     if "modred" in suites:
         results += kb.bench_modred((1,) if args.quick else (1, 2, 4, 8), set_name="B" if args.quick else "D",
                                    repeats=repeats, console=console)
+    meta = {"argv": sys.argv[1:], "suites": suites, "peers": peers, "threads": threads}
+    if not args.no_roofline:
+        peaks = roofline.measure_peaks()
+        roofline.annotate(results, peaks)
+        kb.print_peaks(peaks, console)
+        meta["peaks"] = peaks.as_dict()
     kb.print_report(results, console)
-    path = save_results(results, "kernels", args.out, meta={"argv": sys.argv[1:], "suites": suites})
+    path = save_results(results, "kernels", args.out, meta=meta)
     console.print(f"results written to {path}")
+    if args.plot:
+        os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
+        console.print(f"plot written to {kb.plot_kernels(results, args.plot)}")
     return 0
 
 
@@ -82,21 +113,74 @@ def _cmd_bench_ops(args) -> int:
 
     from hemx.bench import ops as ob
     from hemx.bench.report import save_results
+    from hemx.bench.timing import limit_threads
 
     console = _console()
     sets = [s.strip().upper() for s in args.sets.split(",") if s.strip()]
     bad = [s for s in sets if s not in ob.SETS]
     if bad:
         raise HemxError(f"unknown set(s) {bad}; choose from {sorted(ob.SETS)}")
-    peers = [] if args.no_peers else [p.strip() for p in args.peers.split(",") if p.strip()]
+    peers = _peer_list(args)
+    threads = limit_threads(args.threads) if peers else None
     results = ob.bench_ops(sets, batch=args.batch, repeats=args.repeats, peers=peers, threads=args.threads,
                            ntt=args.ntt, console=console)
     ob.print_ops_report(results, console, batch=args.batch)
-    path = save_results(results, "ops", args.out, meta={"argv": sys.argv[1:], "sets": sets, "peers": peers})
+    path = save_results(results, "ops", args.out, meta={"argv": sys.argv[1:], "sets": sets, "peers": peers,
+                                                        "threads": threads})
     console.print(f"results written to {path}")
     if args.plot:
         os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
         console.print(f"plot written to {ob.plot_ops(results, args.plot)}")
+    return 0
+
+
+def _cmd_bench_throughput(args) -> int:
+    import os
+
+    from hemx.bench import throughput as tb
+    from hemx.bench.kernels import parse_int_list
+    from hemx.bench.report import save_results
+
+    console = _console()
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    bad = [o for o in ops if o not in ("ntt", "mul")]
+    if bad:
+        raise HemxError(f"unknown operation(s) {bad}; choose from ['mul', 'ntt']")
+    results = []
+    if "ntt" in ops:
+        results += tb.sweep_ntt(args.sets.split(","), parse_int_list(args.ntt_batches), method=args.ntt,
+                                repeats=args.repeats, console=console)
+    if "mul" in ops:
+        results += tb.sweep_mul(args.mul_sets.split(","), parse_int_list(args.mul_batches), ntt=args.ntt,
+                                repeats=args.repeats, console=console)
+    tb.print_throughput_report(results, console)
+    path = save_results(results, "throughput", args.out, meta={"argv": sys.argv[1:]})
+    console.print(f"results written to {path}")
+    if args.plot:
+        os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
+        console.print(f"plot written to {tb.plot_throughput(results, args.plot)}")
+    return 0
+
+
+def _cmd_bench_plan(args) -> int:
+    from hemx import plan
+    from hemx.bench import plan as pb
+    from hemx.bench.kernels import parse_int_list
+    from hemx.bench.report import save_results
+
+    console = _console()
+    if args.reset:
+        existed = plan.reset_cache()
+        console.print(f"{'removed' if existed else 'no plan cache at'} {plan.cache_path()}")
+        return 0
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    budget = float("inf") if args.budget is None else args.budget
+    results = pb.bench_plan(sets, log_ns=parse_int_list(args.log_n), budget_s=budget, refresh=args.refresh,
+                            repeats=args.repeats, console=console)
+    pb.print_plan_report(results, console)
+    console.print(f"plan cache: {plan.cache_path()}")
+    path = save_results(results, "plan", args.out, meta={"argv": sys.argv[1:], "cache": plan.cache_path()})
+    console.print(f"results written to {path}")
     return 0
 
 
@@ -125,8 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true")
     info.set_defaults(func=_cmd_info)
 
-    demo = sub.add_parser("demo", help="run the end-to-end demonstration")
-    demo.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    demo = sub.add_parser("demo", help="encrypted CNN inference (default) or logistic regression, client/server")
+    demo.add_argument("--workload", default="cnn", choices=["cnn", "logreg", "kernels"],
+                      help="cnn: digits CNN inference; logreg: HELR training + scoring; kernels: exact-kernel check")
+    demo.add_argument("--images", type=int, default=None, help="cnn: the first N test images (default all 360)")
+    demo.add_argument("--iterations", type=int, default=None, help="logreg: gradient steps")
+    demo.add_argument("--json", action="store_true", help="print the summary as one JSON object (progress: stderr)")
     demo.set_defaults(func=_cmd_demo)
 
     bench = sub.add_parser("bench", help="run benchmark suites")
@@ -142,25 +230,54 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip NTT configs whose input holds more residues than this")
     k.add_argument("--quick", action="store_true", help="small sweep (sets A,B; batches 1,8; fewer shapes)")
     k.add_argument("--out", default="bench-results", help="directory for the result JSON")
+    k.add_argument("--peers", nargs="?", const=PEERS, default="",
+                   help=f"also time the peers' NTT of a ciphertext, interleaved (default list: {PEERS})")
+    k.add_argument("--threads", type=int, default=2, help="CPUs the process (hemx and peers) may use with --peers")
+    k.add_argument("--no-roofline", action="store_true", help="skip measuring the machine peaks")
+    k.add_argument("--plot", default="", help="write an NTT throughput / roofline plot (PNG) to this path")
     k.set_defaults(func=_cmd_bench_kernels)
 
     o = bsub.add_parser("ops", help="HE-Add, HE-Mult, Rescale, Rotate latency and throughput, peers side by side")
-    o.add_argument("--sets", default="A,B,C,D", help="CROSS parameter sets (A-D)")
+    o.add_argument("--sets", default="A,B,C,D", help="parameter sets: CROSS A-D, P16 (N=2^16, 30 limbs), P15")
     o.add_argument("--batch", type=int, default=8, help="batch size for the throughput measurement")
     o.add_argument("--repeats", type=int, default=3)
-    o.add_argument("--peers", default="desilofhe,tenseal", help="peer libraries to time when installed")
-    o.add_argument("--no-peers", action="store_true")
-    o.add_argument("--threads", type=int, default=2, help="threads given to peers that take a thread count")
-    o.add_argument("--ntt", default="butterfly", choices=["butterfly", "four_step", "mat3", "multilevel"])
+    o.add_argument("--peers", nargs="?", const=PEERS, default="",
+                   help=f"time peer libraries interleaved with hemx (opt-in; default list: {PEERS})")
+    o.add_argument("--no-peers", action="store_true", help="no peers (the default; kept for old scripts)")
+    o.add_argument("--threads", type=int, default=2,
+                   help="CPUs the process may use with --peers (XLA and peers alike), and peers' thread count")
+    o.add_argument("--ntt", default=None, choices=NTT_CHOICES, help="force an NTT method (default: the planner's)")
     o.add_argument("--plot", default="", help="write a latency-vs-N plot (PNG) to this path")
     o.add_argument("--out", default="bench-results")
     o.set_defaults(func=_cmd_bench_ops)
+
+    t = bsub.add_parser("throughput", help="batch-size sweep for the NTT and HE-Mult (CROSS Fig. 11b)")
+    t.add_argument("--ops", default="ntt,mul", help="comma list of: ntt, mul")
+    t.add_argument("--sets", default="A,B", help="CROSS sets for the NTT sweep")
+    t.add_argument("--ntt-batches", default="1,2,4,8,16,32,64")
+    t.add_argument("--mul-sets", default="A,B", help="parameter sets for the HE-Mult sweep")
+    t.add_argument("--mul-batches", default="1,2,4,8,16")
+    t.add_argument("--ntt", default=None, choices=NTT_CHOICES, help="force an NTT method (default: the planner's)")
+    t.add_argument("--repeats", type=int, default=3)
+    t.add_argument("--plot", default="", help="write a throughput-vs-batch plot (PNG) to this path")
+    t.add_argument("--out", default="bench-results")
+    t.set_defaults(func=_cmd_bench_throughput)
+
+    pl = bsub.add_parser("plan", help="the planner's NTT choice beside the alternatives; --reset forgets the cache")
+    pl.add_argument("--sets", default="A,B,C,D", help="parameter sets (as for bench ops); empty for none")
+    pl.add_argument("--log-n", default="", help="extra ring degrees log2(N) planned with four 31-bit primes")
+    pl.add_argument("--budget", type=float, default=None, help="planning seconds per ring (default: no limit)")
+    pl.add_argument("--refresh", action="store_true", help="forget cached timings of these shapes and time again")
+    pl.add_argument("--repeats", type=int, default=5)
+    pl.add_argument("--reset", action="store_true", help="delete the plan cache file and exit")
+    pl.add_argument("--out", default="bench-results")
+    pl.set_defaults(func=_cmd_bench_plan)
 
     w = bsub.add_parser("keyswitch", help="MP / DC / OC key-switching dataflows: latency and peak working set")
     w.add_argument("--sets", default="C,D")
     w.add_argument("--dataflows", default="mp,dc,oc")
     w.add_argument("--repeats", type=int, default=3)
-    w.add_argument("--ntt", default="butterfly", choices=["butterfly", "four_step", "mat3", "multilevel"])
+    w.add_argument("--ntt", default=None, choices=NTT_CHOICES, help="force an NTT method (default: the planner's)")
     w.add_argument("--out", default="bench-results")
     w.set_defaults(func=_cmd_bench_keyswitch)
 

@@ -404,7 +404,8 @@ def test_mul_rescale_rotate_chain_to_level_zero(log_n):
 
 # ------------------------------------------------------------------------------------------------ defaults
 def test_default_context(monkeypatch):
-    """The default configuration: radix-2 butterfly NTT, Shoup reduction, OS randomness."""
+    """The default configuration: the planner's NTT and reduction (the static defaults with planning off, as
+    in this suite: radix-2 butterfly, Shoup), OS randomness."""
     calls = []
     real = os.urandom
 
@@ -415,7 +416,9 @@ def test_default_context(monkeypatch):
     monkeypatch.setattr(os, "urandom", counting)
     params = small_params(10, 1)
     ctx = hemx.Context(params)
-    assert ctx.sampler.secure and ctx.slots == params.max_slots and ctx.reduction == "shoup"
+    assert ctx.sampler.secure and ctx.slots == params.max_slots
+    assert ctx.reduction == ctx.planned.variant.reduction and ctx.plan.method == ctx.planned.variant.method
+    assert (ctx.plan.method, ctx.reduction) == ("butterfly", "shoup")  # HEMX_PLAN=off (tests/conftest.py)
     keys = ctx.keygen(relin=False)
     assert calls, "keygen must draw from os.urandom"
     before = len(calls)

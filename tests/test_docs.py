@@ -13,7 +13,7 @@ def _blocks(name: str) -> list[str]:
     return BLOCK.findall((DOCS / name).read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("name", ["ckks.md", "kernels.md", "polymul.md"])
+@pytest.mark.parametrize("name", ["ckks.md", "kernels.md", "polymul.md", "io.md", "plan.md"])
 def test_guide_examples_run(name):
     blocks = _blocks(name)
     assert blocks, f"{name} has no python examples"

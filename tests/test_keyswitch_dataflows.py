@@ -39,7 +39,7 @@ def _raw_keyswitch(ctx, keys, ct, flow, oc_tile=None):
 
 def _check_identical(ctx, keys, x, levels, with_mul=False, oc_tiles=(), rotations=True):
     """At each level: raw key switches agree across dataflows (and Output-Centric tile widths); so do
-    rotations (the automorphism is applied inside each schedule), which decrypt correctly."""
+    rotations, which decrypt correctly."""
     a = ctx.encrypt(x, keys)
     for level in levels:
         al = ctx.drop_level(a, level)

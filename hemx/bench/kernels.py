@@ -7,6 +7,11 @@ Suites and what they reproduce:
 * ``bat``: exact ``(H x V) @ (V x W) mod q`` through BAT vs the sparse Toeplitz baseline, CROSS Tab. V shapes.
 * ``bconv``: basis conversion with BAT vs the element-wise baseline, CROSS Tab. VI shapes (N = 2^16).
 * ``modred``: Barrett vs Montgomery vs Shoup for VecModMul and for the NTT at set D (CROSS Fig. 13).
+
+NTT and BAT rows carry ``extra["work"]`` (int8 ops, modular multiplies, compulsory bytes; see
+:mod:`hemx.bench.roofline`), from which :func:`hemx.bench.roofline.annotate` derives the fraction of the
+machine's measured roofline each reaches. :func:`bench_ntt_peers` times the peers' NTT of a ciphertext beside
+hemx's NTT of the same number of limbs, interleaved.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hemx.bench import roofline
 from hemx.bench.report import BenchResult, render_table
-from hemx.bench.timing import time_call
+from hemx.bench.timing import time_call, time_interleaved
 from hemx.errors import ParameterError
 from hemx.kernels import bat, bconv, modarith
 from hemx.kernels import ntt as ntt_kernels
@@ -128,9 +134,59 @@ def bench_ntt(
             t = time_call(fn, x, plan, repeats=repeats, min_time_s=0.2)
             ntts = batch * ks.limbs
             params["plan"] = plan.describe()
-            results.append(BenchResult("ntt", method, params, t.median_s, t.min_s, ntts / t.median_s, "NTT/s"))
+            results.append(BenchResult("ntt", method, params, t.median_s, t.min_s, ntts / t.median_s, "NTT/s",
+                                       {"work": roofline.ntt_work(plan, batch).as_dict()}))
             del x
             prog.advance(task)
+    return results
+
+
+def bench_ntt_peers(
+    sets: Iterable[str] = ("A", "B", "C", "D"),
+    peers: Sequence[str] = ("desilofhe", "tenseal"),
+    *,
+    threads: int = 2,
+    repeats: int = 5,
+    console: Console | None = None,
+    seed: int = 0,
+) -> list[BenchResult]:
+    """The peers' NTT of one ciphertext beside hemx's NTT (the planner's variant) of the same limb count.
+
+    Each peer transforms its own ciphertext at the set's N (2 polynomials x its limbs, 64-bit words); hemx
+    transforms ``(transforms, N)`` 28-bit residues with the variant ``hemx.plan`` chooses for that shape. The
+    two are timed round-robin; throughput is one-limb NTTs per second, and the ratio is peer time / hemx time.
+    """
+    from hemx.bench.peers import available_adapters
+    from hemx.plan import plan_ntt
+
+    console = console or Console()
+    rng = np.random.default_rng(seed)
+    adapters = available_adapters(peers, threads, lambda msg: console.print(f"[yellow]{msg}[/]"))
+    results: list[BenchResult] = []
+    fn = jax.jit(ntt_kernels.ntt)
+    for name in sets:
+        ks = CROSS_SETS[name.upper()]
+        for ad in adapters:
+            kernel = ad.ntt_setup(ks.n, max(1, ks.limbs // 2 - 1))
+            params = {"set": ks.name, "n": ks.n, "peer": ad.name}
+            if kernel is None:
+                results.append(BenchResult("ntt_peers", ad.name, params, None,
+                                           extra={"skipped": f"{ad.name} has no configuration at N={ks.n}"}))
+                continue
+            qs = ntt_primes(28, kernel.transforms, ks.n)
+            choice = plan_ntt(ks.n, qs)
+            kw = choice.variant.ring_kwargs()
+            plan = jax.device_put(ntt_kernels.make_plan(ks.n, qs, kw.pop("ntt"), **kw))
+            x = _random_residues(rng, (kernel.transforms, ks.n), qs)
+            times = time_interleaved({"hemx": lambda: fn(x, plan), ad.name: kernel.run}, repeats=repeats)
+            params.update(limbs=kernel.transforms, plan=plan.describe(), peer_note=kernel.note)
+            th, tp = times["hemx"], times[ad.name]
+            results.append(BenchResult("ntt_peers", "hemx", dict(params), th.median_s, th.min_s,
+                                       kernel.transforms / th.median_s, "NTT/s",
+                                       {"work": roofline.ntt_work(plan, 1).as_dict(), "interleaved": True}))
+            results.append(BenchResult("ntt_peers", ad.name, dict(params), tp.median_s, tp.min_s,
+                                       kernel.transforms / tp.median_s, "NTT/s",
+                                       {"ratio_to_hemx": tp.median_s / th.median_s, "interleaved": True}))
     return results
 
 
@@ -152,6 +208,24 @@ def ntt_summary_rows(results: Sequence[BenchResult]) -> list[list]:
         split = next((t.split("=", 1)[1] for t in plan.split() if t.startswith("split=")), "-")
         rows.append([s, r.params["n"], r.params["limbs"], m, (one.throughput / 1e3) if one else None,
                      r.throughput / 1e3, r.params["batch"], split])
+    return rows
+
+
+def ntt_roofline_rows(results: Sequence[BenchResult]) -> list[list]:
+    """Batch 1 and the best batch per (set, method) with their roofline figures."""
+    rows = []
+    groups: dict = {}
+    for r in results:
+        if r.suite == "ntt" and r.throughput and "roofline" in r.extra:
+            groups.setdefault((r.params["set"], r.name), []).append(r)
+    for (s, m), rs in sorted(groups.items()):
+        best = max(rs, key=lambda r: r.throughput)
+        picks = [r for r in rs if r.params["batch"] == 1] + ([best] if best.params["batch"] != 1 else [])
+        for r in picks:
+            rl = r.extra["roofline"]
+            rows.append([s, r.params["n"], r.params["limbs"], m, r.params["batch"], r.median_s * 1e3,
+                         rl["int8_ops_per_s"] / 1e9, rl["mulmods_per_s"] / 1e6, rl["bound"], rl["roofline_s"] * 1e3,
+                         100 * rl["fraction"]])
     return rows
 
 
@@ -188,7 +262,8 @@ def bench_bat(
             results.append(BenchResult("bat", "toeplitz", params, tt.median_s, tt.min_s, ops_toe / tt.median_s,
                                        "int8 op/s"))
             results.append(BenchResult("bat", "bat", params, tb.median_s, tb.min_s, ops_bat / tb.median_s,
-                                       "int8 op/s", {"speedup_vs_toeplitz": tt.median_s / tb.median_s}))
+                                       "int8 op/s", {"speedup_vs_toeplitz": tt.median_s / tb.median_s,
+                                                     "work": roofline.bat_work(h, v, w, k).as_dict()}))
             prog.advance(task)
     return results
 
@@ -285,16 +360,36 @@ def print_report(results: Sequence[BenchResult], console: Console | None = None)
             "NTT throughput (K one-limb NTT/s): batch 1 and best batch",
             ["set", "N", "limbs", "method", "K NTT/s b=1", "K NTT/s best", "best b", "split"],
             ntt_summary_rows(results), console)
+        if any("roofline" in r.extra for r in results if r.suite == "ntt"):
+            render_table("NTT against the roofline (batch 1 and best batch per set and method)",
+                         ["set", "N", "limbs", "method", "batch", "ms", "G int8 op/s", "M mulmod/s", "bound",
+                          "roofline ms", "% roofline"], ntt_roofline_rows(results), console)
+    if "ntt_peers" in suites:
+        rows = []
+        for r in results:
+            if r.suite == "ntt_peers" and r.name != "hemx":
+                if r.median_s is None:
+                    rows.append([r.params["set"], r.params["n"], r.name, None, None, None, None, r.extra["skipped"]])
+                    continue
+                h = next(x for x in results if x.suite == "ntt_peers" and x.name == "hemx" and x.params == r.params)
+                rows.append([r.params["set"], r.params["n"], r.name, r.params["limbs"], h.throughput / 1e3,
+                             r.throughput / 1e3, r.extra["ratio_to_hemx"], h.params["plan"]])
+        render_table("NTT of one ciphertext's limbs, hemx vs peers (same run, interleaved; ratio > 1: hemx faster)",
+                     ["set", "N", "peer", "limbs", "hemx K NTT/s", "peer K NTT/s", "peer/hemx time", "hemx plan"],
+                     rows, console)
     if "bat" in suites:
         rows = []
         for r in results:
             if r.suite == "bat" and r.name == "bat":
                 base = next(x for x in results if x.suite == "bat" and x.name == "toeplitz" and x.params == r.params)
                 p = r.params
+                rl = r.extra.get("roofline", {})
                 rows.append([p["H"], p["V"], p["W"], base.median_s * 1e6, r.median_s * 1e6,
-                             r.extra["speedup_vs_toeplitz"], r.throughput / 1e9])
+                             r.extra["speedup_vs_toeplitz"], r.throughput / 1e9,
+                             100 * rl["fraction"] if rl else None])
         render_table("BAT vs sparse Toeplitz baseline, (HxV)@(VxW) mod q (CROSS Tab. V shapes)",
-                     ["H", "V", "W", "baseline us", "BAT us", "speedup", "BAT G int8 op/s"], rows, console)
+                     ["H", "V", "W", "baseline us", "BAT us", "speedup", "BAT G int8 op/s", "% roofline"], rows,
+                     console)
     if "bconv" in suites:
         rows = []
         for r in results:
@@ -315,6 +410,53 @@ def print_report(results: Sequence[BenchResult], console: Console | None = None)
         render_table("Modular reduction ablation (CROSS Fig. 13), set " + next(
             r.params["set"] for r in results if r.suite == "modred"),
             ["kernel", "batch", "method", "ms", "throughput", "unit"], rows, console)
+
+
+def print_peaks(peaks: roofline.Peaks, console: Console | None = None) -> None:
+    render_table("Machine peaks (roofline ceilings, measured in this run)", ["peak", "value", "how"], [
+        ["int8 matmul", f"{peaks.int8_ops / 1e9:.1f} G op/s", peaks.detail.get("int8_dot", "")],
+        ["modular multiply", f"{peaks.mulmod / 1e6:.0f} M mulmod/s", "mul_known (Shoup), best of 2^20 / 2^22"],
+        ["memory bandwidth", f"{peaks.bandwidth / 1e9:.1f} GB/s", peaks.detail.get("bandwidth_copy", "")],
+    ], console)
+
+
+def plot_kernels(results: Sequence[BenchResult], path: str) -> str:
+    """NTT throughput against N per method at batch 1 (and peers' NTT when measured), and % of the roofline."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    ntt = [r for r in results if r.suite == "ntt" and r.throughput and r.params.get("batch") == 1]
+    names = sorted({r.name for r in ntt}) + sorted({r.name for r in results if r.suite == "ntt_peers"
+                                                   and r.name != "hemx" and r.throughput})
+    colors = {name: f"C{i}" for i, name in enumerate(names)}
+    for m in sorted({r.name for r in ntt}):
+        pts = sorted((r.params["n"], r.throughput / 1e3, 100 * r.extra.get("roofline", {}).get("fraction", 0))
+                     for r in ntt if r.name == m)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"hemx {m}", color=colors[m])
+        if any(p[2] for p in pts):
+            ax2.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", label=m, color=colors[m])
+    for peer in sorted({r.name for r in results if r.suite == "ntt_peers" and r.name != "hemx" and r.throughput}):
+        pts = sorted((r.params["n"], r.throughput / 1e3) for r in results
+                     if r.suite == "ntt_peers" and r.name == peer and r.throughput)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="s", linestyle="--", label=peer,
+                color=colors[peer])
+    for a, title, ylabel in ((ax, "NTT throughput, batch 1", "K one-limb NTT/s"),
+                             (ax2, "NTT, % of the roofline of the method", "% of roofline")):
+        a.set_xscale("log", base=2)
+        a.set_xlabel("N")
+        a.set_ylabel(ylabel)
+        a.set_title(title)
+        a.grid(True, which="both", alpha=0.3)
+        if a.lines:
+            a.legend(fontsize=8)
+    ax.set_yscale("log")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 SUITES: dict[str, Callable[..., list[BenchResult]]] = {

@@ -1,25 +1,29 @@
 """``hemx bench ops``: latency and batched throughput of HE-Add, HE-Mult, Rescale and Rotate (CROSS Tab. VIII).
 
 For each parameter set: hemx at batch 1 (latency) and at batch B (throughput, one kernel call for the whole
-batch), and every installed peer at the same N and the nearest log Q it supports, measured in the same run.
+batch). With peers, every installed peer is built at the same N and the nearest log Q it supports, and each
+operation is timed round-robin (hemx, peer, hemx, peer, ...) in the same process, so load on a shared machine
+hits both alike.
 """
 
 from __future__ import annotations
 
-import math
+import os
 import warnings
 from typing import Iterable, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from rich.console import Console
 
 from hemx.bench.kernels import _progress
-from hemx.bench.peers import ADAPTERS, OPS
+from hemx.bench.peers import OPS, available_adapters
 from hemx.bench.report import BenchResult, render_table
-from hemx.bench.timing import time_call
+from hemx.bench.timing import time_interleaved
 from hemx.ckks import CKKSParameters, Context, precision_stats
 from hemx.ckks.security import InsecureParametersWarning
+from hemx.errors import ParameterError
 
 OP_LABELS = {
     "add": "HE-Add",
@@ -28,7 +32,37 @@ OP_LABELS = {
     "mul_rescale": "HE-Mult+Rescale",
     "rotate": "Rotate",
 }
-SETS = {"A": "set_a", "B": "set_b", "C": "set_c", "D": "set_d"}
+#: CROSS Tab. IV sets A-D, and two sets for the side-by-side comparison with peers: N = 2^16 with 30 limbs
+#: (two 31-bit base primes + 14 levels of two 28-bit primes, dnum 3, log QP ~ 1156: 128-bit secure) and
+#: N = 2^15, the largest ring TenSEAL (SEAL at 128 bits) accepts (hemx's secure_15: 24 limbs, log QP ~ 802).
+SETS = {"A": "set_a", "B": "set_b", "C": "set_c", "D": "set_d", "P16": "p16_l30", "P15": "secure_15"}
+EXTRA_PRESETS = {"p16_l30": dict(log_n=16, levels=14, base_bits=(31, 31), dnum=3)}
+
+
+def params_for(set_name: str) -> CKKSParameters:
+    """The parameters of a benchmark set name (a key of :data:`SETS`)."""
+    key = set_name.upper()
+    if key not in SETS:
+        raise ParameterError(f"unknown set {set_name!r}; choose from {sorted(SETS)}")
+    name = SETS[key]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        if name in EXTRA_PRESETS:
+            return CKKSParameters.create(name=name, allow_insecure=True, **EXTRA_PRESETS[name])
+        return CKKSParameters.preset(name, allow_insecure=True)
+
+
+def _process_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+@jax.jit
+def _one_pass(x):
+    """One element-wise pass: read every residue once, write one output (``x + 1``)."""
+    return x + jnp.uint32(1)
 
 
 def _hemx_ops(ctx: Context, keys, a, b, prod) -> dict:
@@ -46,71 +80,82 @@ def bench_ops(
     *,
     batch: int = 8,
     repeats: int = 3,
-    peers: Sequence[str] = ("desilofhe", "tenseal"),
+    peers: Sequence[str] = (),
     threads: int = 2,
-    ntt: str = "butterfly",
+    ntt: str | None = None,
     console: Console | None = None,
 ) -> list[BenchResult]:
-    """Time the HE operations for each set; returns one result per (library, set, op, batch)."""
+    """Time the HE operations for each set; returns one result per (library, set, op, batch).
+
+    ``ntt=None`` lets the planner choose the NTT (``hemx.Context`` default). Peers are timed interleaved
+    with hemx at batch 1 (``time_interleaved``); ``threads`` is the thread count given to peers that take
+    one (the caller pins the process to that many CPUs, see :func:`hemx.bench.timing.limit_threads`).
+    """
     console = console or Console()
     sets = [s.upper() for s in sets]
+    param_sets = {s: params_for(s) for s in sets}
     results: list[BenchResult] = []
-    adapters = []
-    for name in peers:
-        cls = ADAPTERS[name]
-        missing = cls.available()
-        if missing:
-            console.print(f"[yellow]peer {name}: {missing}; skipped[/]")
-            continue
-        adapters.append(cls(threads) if name == "desilofhe" else cls())
+    adapters = available_adapters(peers, threads, lambda msg: console.print(f"[yellow]{msg}[/]"))
     with _progress(console) as prog:
         task = prog.add_task("HE ops", total=len(sets) * (2 + len(adapters)))
         for s in sets:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", InsecureParametersWarning)
-                params = CKKSParameters.preset(SETS[s], allow_insecure=True)
+            params = param_sets[s]
             base = {"set": s, "n": params.n, "log_q": round(params.log_q, 1), "log_qp": round(params.log_qp, 1),
                     "limbs": params.num_limbs, "dnum": params.dnum, "levels": params.max_level}
             prog.update(task, description=f"set {s}: keys")
             ctx = Context(params, ntt=ntt)
             keys = ctx.keygen(rotations=[1])
             rng = np.random.default_rng(0)
+            hemx_row = dict(base, ntt=ctx.plan.describe(), planner=ctx.planned.source, keyswitch=ctx.keyswitch,
+                            threads=f"XLA on {_process_cpus()} CPU(s)")
+            setups = []
+            for ad in adapters:
+                prog.update(task, description=f"set {s}: {ad.name} setup")
+                setups.append((ad, ad.setup(params.n, params.max_level)))
+                prog.advance(task)
             for bsz in (1, batch):
-                prog.update(task, description=f"set {s}: hemx batch {bsz}")
+                prog.update(task, description=f"set {s}: batch {bsz}")
                 shape = (ctx.slots,) if bsz == 1 else (bsz, ctx.slots)
                 x, y = rng.uniform(-1, 1, shape), rng.uniform(-1, 1, shape)
                 a, b = ctx.encrypt(x, keys), ctx.encrypt(y, keys)
                 prod = ctx.mul(a, b, keys)
                 prec = precision_stats(x * y, ctx.decrypt(ctx.rescale(prod), keys))
                 for op, fn in _hemx_ops(ctx, keys, a, b, prod).items():
-                    t = time_call(fn, repeats=repeats)
-                    params_row = dict(base, batch=bsz, op=op, ntt=ctx.plan.describe(), threads="XLA (all cores)")
+                    peer_fns = {ad.name: setup.ops.get(op) for ad, setup in setups if setup is not None}
+                    peer_fns = {k: f for k, f in peer_fns.items() if f is not None} if bsz == 1 else {}
+                    if op == "add":  # one element-wise pass over the same ciphertext: the floor of an HE-Add
+                        peer_fns = {"pass": lambda: _one_pass(a.data), **peer_fns}
+                    times = time_interleaved({"hemx": fn, **peer_fns}, repeats=repeats)
                     extra = {"precision_min_bits": prec.min_bits} if op == "mul_rescale" else {}
-                    results.append(BenchResult("ops", "hemx", params_row, t.median_s, t.min_s, bsz / t.median_s,
-                                               "ct-op/s", extra))
+                    t = times["hemx"]
+                    if "pass" in times:
+                        extra.update(elementwise_pass_s=times["pass"].median_s,
+                                     add_over_pass=t.median_s / times["pass"].median_s)
+                    results.append(BenchResult("ops", "hemx", dict(hemx_row, batch=bsz, op=op), t.median_s, t.min_s,
+                                               bsz / t.median_s, "ct-op/s",
+                                               dict(extra, interleaved=len(times) > 1)))
+                    for ad, setup in setups:
+                        if bsz != 1:
+                            continue
+                        row = dict(base, batch=1, op=op)
+                        if setup is None:
+                            results.append(BenchResult("ops", ad.name, row, None,
+                                                       extra={"skipped": f"{ad.name} has no configuration at "
+                                                                         f"N={params.n}"}))
+                            continue
+                        row.update(peer_n=setup.n, peer_levels=setup.levels, peer_log_q=setup.log_q,
+                                   peer_note=setup.note)
+                        if ad.name not in times:
+                            results.append(BenchResult("ops", ad.name, row, None, extra={"skipped": "no such primitive"}))
+                            continue
+                        pt = times[ad.name]
+                        pextra = {"precision_min_bits": setup.precision_bits} if op == "mul_rescale" else {}
+                        results.append(BenchResult("ops", ad.name, row, pt.median_s, pt.min_s, 1 / pt.median_s,
+                                                   "ct-op/s", dict(pextra, interleaved=True,
+                                                                   ratio_to_hemx=pt.median_s / t.median_s)))
                 del a, b, prod
                 prog.advance(task)
-            del ctx, keys
-            for ad in adapters:
-                prog.update(task, description=f"set {s}: {ad.name}")
-                setup = ad.setup(params.n, params.max_level)
-                if setup is None:
-                    results.append(BenchResult("ops", ad.name, dict(base, batch=1, op="-"), None,
-                                               extra={"skipped": f"{ad.name} has no configuration at N={params.n}"}))
-                    prog.advance(task)
-                    continue
-                for op in OPS:
-                    fn = setup.ops.get(op)
-                    row = dict(base, batch=1, op=op, peer_n=setup.n, peer_levels=setup.levels,
-                               peer_log_q=setup.log_q, peer_note=setup.note)
-                    if fn is None:
-                        results.append(BenchResult("ops", ad.name, row, None, extra={"skipped": "no such primitive"}))
-                        continue
-                    t = time_call(fn, repeats=repeats, warmup=1)
-                    extra = {"precision_min_bits": setup.precision_bits} if op == "mul_rescale" else {}
-                    results.append(BenchResult("ops", ad.name, row, t.median_s, t.min_s, 1 / t.median_s,
-                                               "ct-op/s", extra))
-                prog.advance(task)
+            del ctx, keys, setups
     return results
 
 
@@ -150,6 +195,11 @@ def print_ops_report(results: Sequence[BenchResult], console: Console | None = N
                 notes.setdefault(key, r.extra["skipped"])
     for (lib, s), note in sorted(notes.items()):
         console.print(f"  {lib}, set {s}: {note}")
+    for r in results:
+        if r.suite == "ops" and r.name == "hemx" and "add_over_pass" in r.extra:
+            console.print(f"  hemx HE-Add, set {r.params['set']} batch {r.params['batch']}: "
+                          f"{r.extra['add_over_pass']:.2f}x one element-wise pass over the same ciphertext "
+                          f"({r.extra['elementwise_pass_s'] * 1e3:.3f} ms)")
 
 
 def plot_ops(results: Sequence[BenchResult], path: str) -> str:

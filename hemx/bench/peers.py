@@ -7,6 +7,10 @@ where the peer allows it, the nearest log Q within the peer's own limits) and sa
 Operations (``None`` where the peer has no separate primitive):
 ``add``: ct + ct; ``mul``: ct x ct with relinearization, no rescale; ``rescale``; ``mul_rescale``: ct x ct,
 relinearization and rescale; ``rotate``: rotation by one slot.
+
+Kernels (:meth:`ntt_setup`): the closest exposed primitive to hemx's NTT is the forward NTT of a whole
+ciphertext in coefficient form (desilofhe ``Engine.ntt``, SEAL ``Evaluator.transform_to_ntt``): two
+polynomials times the ciphertext's limbs, in the peer's 64-bit words, including the allocation of its output.
 """
 
 from __future__ import annotations
@@ -18,6 +22,17 @@ from typing import Callable
 import numpy as np
 
 OPS = ("add", "mul", "rescale", "mul_rescale", "rotate")
+
+
+@dataclasses.dataclass
+class PeerKernel:
+    """A peer's NTT of one ciphertext: ``run()`` transforms ``transforms`` one-limb polynomials of degree n."""
+
+    name: str
+    n: int
+    transforms: int
+    note: str
+    run: Callable[[], object]
 
 
 @dataclasses.dataclass
@@ -54,19 +69,40 @@ class DesiloAdapter:
             return f"not installed ({type(exc).__name__})"
         return None
 
-    def setup(self, n: int, levels: int) -> PeerSetup | None:
+    def _engine(self, n: int, levels: int):
+        """(max_level, engine) with ring degree ``n``, or None. The engine picks N from max_level: start at
+        hemx's level count and walk towards ``n``; the first level count giving ``n`` is the nearest to hemx's."""
         import desilofhe
 
-        # the engine picks N from max_level: walk from hemx's level count towards the level count giving N
-        chosen, cand, seen = None, max(1, levels), set()
-        while cand not in seen and 1 <= cand <= 64:
+        cand, seen = max(1, levels), set()
+        while cand not in seen and 1 <= cand <= 36:
             seen.add(cand)
             eng = desilofhe.Engine(max_level=cand, mode="cpu", thread_count=self.threads)
             got = eng.slot_count * 2
             if got == n:
-                chosen = (cand, eng)
-                break
+                return cand, eng
             cand = cand + 1 if got < n else cand - 1
+        return None
+
+    @staticmethod
+    def _words_per_poly(ct, n: int) -> int:
+        """64-bit limbs of one polynomial of a ciphertext, from its byte size (the moduli are not exposed)."""
+        return int(ct.nbytes // (8 * n * ct.polynomial_count))
+
+    def ntt_setup(self, n: int, levels: int) -> PeerKernel | None:
+        chosen = self._engine(n, levels)
+        if chosen is None:
+            return None
+        max_level, e = chosen
+        sk = e.create_secret_key()
+        ct = e.encrypt(np.random.default_rng(2).uniform(-1, 1, e.slot_count), e.create_public_key(sk))
+        coeff = e.intt(ct)
+        limbs = self._words_per_poly(coeff, n)
+        return PeerKernel(self.name, n, 2 * limbs, f"Engine.ntt of a ciphertext in coefficient form, max_level="
+                          f"{max_level}, 2 x {limbs} 64-bit limbs, {self.threads} threads", lambda: e.ntt(coeff))
+
+    def setup(self, n: int, levels: int) -> PeerSetup | None:
+        chosen = self._engine(n, levels)
         if chosen is None:
             return None
         max_level, e = chosen
@@ -77,10 +113,11 @@ class DesiloAdapter:
         x = np.random.default_rng(1).uniform(-1, 1, e.slot_count)
         a, b = e.encrypt(x, pk), e.encrypt(x, pk)
         prec = _precision(x * x, e.decrypt(e.multiply(a, b, rk), sk))
+        limbs = self._words_per_poly(a, n)
         return PeerSetup(
             self.name, n, max_level, None,
-            f"CPU engine, {self.threads} threads, max_level={max_level} (moduli not exposed); multiply() "
-            "relinearizes and rescales",
+            f"CPU engine, {self.threads} threads, max_level={max_level}, {limbs} 64-bit limbs per polynomial "
+            "(moduli not exposed); multiply() relinearizes and rescales",
             {
                 "add": lambda: e.add(a, b),
                 "mul": None,
@@ -98,6 +135,9 @@ class TenSEALAdapter:
     name = "tenseal"
     MAX_LOG_QP = {1 << 12: 109, 1 << 13: 218, 1 << 14: 438, 1 << 15: 881}  # SEAL's 128-bit limits
 
+    def __init__(self, threads: int = 1):
+        self.threads = 1  # SEAL runs one operation on one thread; the argument keeps the adapters uniform
+
     @staticmethod
     def available() -> str | None:
         try:
@@ -106,9 +146,9 @@ class TenSEALAdapter:
             return f"not installed ({type(exc).__name__})"
         return None
 
-    def setup(self, n: int, levels: int) -> PeerSetup | None:
+    def _context(self, n: int, levels: int):
+        """(context, coeff_mod_bit_sizes, levels) at ring degree n, or None where SEAL has no 128-bit bound."""
         import tenseal as ts
-        import tenseal.sealapi as sa
 
         if n not in self.MAX_LOG_QP:
             return None
@@ -121,6 +161,39 @@ class TenSEALAdapter:
         ctx = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=n, coeff_mod_bit_sizes=bits)
         ctx.global_scale = 2.0 ** mid
         ctx.auto_relin = ctx.auto_rescale = ctx.auto_mod_switch = False
+        return ctx, bits, lv
+
+    def ntt_setup(self, n: int, levels: int) -> PeerKernel | None:
+        import tenseal as ts
+        import tenseal.sealapi as sa
+
+        made = self._context(n, levels)
+        if made is None:
+            return None
+        ctx, bits, _ = made
+        ct = ts.ckks_vector(ctx, np.random.default_rng(2).uniform(-1, 1, n // 2).tolist()).ciphertext()[0]
+        ev = sa.Evaluator(ctx.seal_context().data)
+        coeff = sa.Ciphertext()
+        ev.transform_from_ntt(ct, coeff)
+
+        def run():
+            out = sa.Ciphertext()
+            ev.transform_to_ntt(coeff, out)
+            return out
+
+        limbs = ct.coeff_modulus_size()
+        return PeerKernel(self.name, n, ct.size() * limbs, f"Evaluator.transform_to_ntt of a ciphertext, "
+                          f"{ct.size()} x {limbs} limbs, coeff_mod_bit_sizes={bits}, single-threaded", run)
+
+    def setup(self, n: int, levels: int) -> PeerSetup | None:
+        import tenseal as ts
+        import tenseal.sealapi as sa
+
+        made = self._context(n, levels)
+        if made is None:
+            return None
+        ctx, bits, lv = made
+        budget = self.MAX_LOG_QP[n]
         ctx.generate_galois_keys()
         ctx.generate_relin_keys()
         x = np.random.default_rng(1).uniform(-1, 1, n // 2)
@@ -167,3 +240,20 @@ class TenSEALAdapter:
 
 
 ADAPTERS = {"desilofhe": DesiloAdapter, "tenseal": TenSEALAdapter}
+DEFAULT_PEERS = ("desilofhe", "tenseal")
+
+
+def available_adapters(names, threads: int, report: Callable[[str], None] = print) -> list:
+    """Instances of the named, installed peers (``report`` is told about the missing ones)."""
+    from hemx.errors import ParameterError
+
+    out = []
+    for name in names:
+        if name not in ADAPTERS:
+            raise ParameterError(f"unknown peer {name!r}; choose from {sorted(ADAPTERS)}")
+        missing = ADAPTERS[name].available()
+        if missing:
+            report(f"peer {name}: {missing}; skipped")
+            continue
+        out.append(ADAPTERS[name](threads))
+    return out

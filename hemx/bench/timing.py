@@ -38,6 +38,44 @@ def time_call(fn: Callable[..., Any], *args, repeats: int = 5, warmup: int = 1, 
     return Timing(statistics.median(samples), min(samples), max(samples), len(samples))
 
 
+def time_interleaved(fns: dict[str, Callable[[], Any]], *, repeats: int = 3, warmup: int = 1) -> dict[str, Timing]:
+    """Time several zero-argument calls round-robin (a, b, a, b, ...), so load changes hit all of them alike.
+
+    Each call is waited for with ``jax.block_until_ready`` (a no-op for peers' host objects); the first
+    ``warmup`` rounds are not timed.
+    """
+    for _ in range(max(warmup, 0)):
+        for fn in fns.values():
+            jax.block_until_ready(fn())
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(max(repeats, 1)):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            samples[name].append(time.perf_counter() - start)
+    return {name: Timing(statistics.median(s), min(s), max(s), len(s)) for name, s in samples.items()}
+
+
+def limit_threads(threads: int | None) -> str:
+    """Pin this process (XLA's thread pool and peers' threads alike) to ``threads`` CPUs; returns a description.
+
+    XLA:CPU sizes its pool from the CPUs the process may use, so an affinity mask is the one setting that
+    holds JAX and every peer to the same count. ``None`` or a count >= the available CPUs changes nothing.
+    """
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return f"{os.cpu_count()} CPUs (affinity not supported here)"
+    if threads is None or threads >= len(cpus):
+        return f"{len(cpus)} CPUs (all available)"
+    if threads < 1:
+        from hemx.errors import ParameterError
+
+        raise ParameterError(f"threads must be at least 1, got {threads}")
+    os.sched_setaffinity(0, cpus[:threads])
+    return f"{threads} of {len(cpus)} CPUs (process affinity {cpus[:threads]})"
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:

@@ -32,6 +32,7 @@ from hemx.errors import (
 )
 from hemx.kernels import automorphism, bconv as bconv_kernels, modarith
 from hemx.kernels import ntt as ntt_kernels
+from hemx import plan as planner
 from hemx.ring import RNSRing
 
 _ids = itertools.count(1)
@@ -112,12 +113,15 @@ def _mul_relin(a, b, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, 
 
 @partial(jax.jit, static_argnames=_KS_STATIC)
 def _rotate_one(ct, index_map, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
-    """One rotation with the chosen key-switching dataflow: ``(..., 2, n, N)``."""
+    """One rotation with the chosen key-switching dataflow: ``(..., 2, n, N)``.
+
+    The automorphism permutes the ciphertext's NTT slots first (it commutes exactly with the centered ModUp,
+    and permuting ``n`` limbs is cheaper than permuting the ``D`` extended digits of ``k + n`` limbs)."""
+    ct = automorphism.apply_ntt_automorphism(ct, index_map)
     sw = ks.keyswitch(ct[..., 1, :, :], key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction,
-                      dataflow, index_map)
+                      dataflow)
     q = ks.limb_table(plan, k, k + n).q
-    c0 = automorphism.apply_ntt_automorphism(ct[..., 0, :, :], index_map)
-    return jnp.stack([modarith.add_mod(c0, sw[..., 0, :, :], q), sw[..., 1, :, :]], axis=-3)
+    return jnp.stack([modarith.add_mod(ct[..., 0, :, :], sw[..., 0, :, :], q), sw[..., 1, :, :]], axis=-3)
 
 
 @partial(jax.jit, static_argnames=("k", "n", "digits", "reduction"))
@@ -136,21 +140,10 @@ def _rotate_hoisted(ct, index_maps, keys, plan, modup_plans, moddown_plan, p_inv
 
 
 @partial(jax.jit, static_argnames=("k", "n", "drop", "reduction"))
-def _rescale(x, plan, q_inv, k, n, drop, reduction):
-    """Divide by the top ``drop`` primes of ``Q_l`` with rounding, one prime at a time (NTT domain)."""
-    for i in range(drop):
-        top = n - 1 - i
-        last = ntt_kernels.intt(x[..., top : top + 1, :], ks.limb_plan(plan, k + top, k + top + 1))
-        ql = plan.table.q[k + top]
-        neg = last > (ql >> 1)
-        mag = jnp.where(neg, ql - last, last).astype(jnp.uint64)  # |centered residue| < q_top / 2
-        table = ks.limb_table(plan, k, k + top)
-        red = modarith.barrett_reduce(mag, table.q, table.barrett_mu, table.barrett_sa, table.barrett_sb)
-        red = jnp.where(neg, modarith.neg_mod(red, table.q), red)
-        red_ntt = ntt_kernels.ntt(red, ks.limb_plan(plan, k, k + top))
-        diff = modarith.sub_mod(x[..., :top, :], red_ntt, table.q)
-        x = modarith.mul_known(diff, jax.tree_util.tree_map(lambda a: a[i, :top], q_inv), table, reduction)
-    return x
+def _rescale(x, plan, conv_plan, d_inv, k, n, drop, reduction):
+    """Divide by the product ``D`` of the top ``drop`` primes of ``Q_l``, rounding, in one step (NTT domain)."""
+    return ks.divide_by_dropped(x[..., : n - drop, :], x[..., n - drop : n, :], plan, (k, k + n - drop),
+                                (k + n - drop, k + n), conv_plan, d_inv, reduction)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -164,11 +157,16 @@ class Context:
     Args:
         params: a :class:`CKKSParameters`.
         slots: slots per ciphertext (power of two <= N/2, default N/2); fewer values are zero-padded.
-        ntt: NTT method of the ring ("butterfly", "four_step", "mat3", "multilevel").
-        reduction: modular reduction for known-operand products ("shoup", "montgomery", "barrett").
+        ntt: NTT method of the ring ("butterfly", "four_step", "mat3", "multilevel"); None: the planner's choice.
+        reduction: modular reduction for known-operand products ("shoup", "montgomery", "barrett"); None: the
+            planner's choice.
         keyswitch: key-switching dataflow, "mp" (Max-Parallel), "dc" (Digit-Centric) or "oc" (Output-Centric);
-            all give identical results, they differ in working set and speed. Overridable per call.
+            all give identical results, they differ in working set and speed. Overridable per call. None: the
+            planner's choice (Max-Parallel unless its working set exceeds the memory budget).
         sampler: randomness source; default the OS CSPRNG. ``Sampler.insecure_for_tests(seed)`` for tests only.
+        planning: "measure" (time the unforced NTT choices once per machine and shape, cached) or "off" (static
+            defaults); None: ``$HEMX_PLAN``, else "measure". Every variant gives identical results.
+        ntt_split, bp: force the NTT split (``(R, C)`` or radices) and the BAT chunk width of matrix methods.
     """
 
     def __init__(
@@ -176,10 +174,13 @@ class Context:
         params: CKKSParameters,
         *,
         slots: int | None = None,
-        ntt: str = "butterfly",
-        reduction: str = "shoup",
-        keyswitch: str = "mp",
+        ntt: str | None = None,
+        reduction: str | None = None,
+        keyswitch: str | None = None,
         sampler: Sampler | None = None,
+        planning: str | None = None,
+        ntt_split: Sequence[int] | None = None,
+        bp: int | None = None,
     ):
         if not isinstance(params, CKKSParameters):
             raise ParameterError("Context needs a CKKSParameters instance")
@@ -187,11 +188,16 @@ class Context:
         self.id = next(_ids)
         self.slots = encoder.check_slots(params.n, slots if slots is not None else params.n // 2)
         self.sampler = sampler or Sampler()
-        self.reduction = reduction
-        self.keyswitch = self._check_dataflow(keyswitch)
         self.num_special = len(params.special_moduli)
         self.basis = tuple(params.special_moduli) + tuple(params.moduli)  # P first, then Q
-        self.ring = RNSRing(params.n, self.basis, ntt, reduction=reduction)
+        forced_flow = None if keyswitch is None else self._check_dataflow(keyswitch)
+        self.planned = planner.plan_ntt(params.n, self.basis, method=ntt, reduction=reduction, split=ntt_split,
+                                        bp=bp, planning=planning)
+        variant = self.planned.variant
+        self.reduction = variant.reduction
+        self.keyswitch = forced_flow or planner.choose_dataflow(params.n, self.num_special, params.num_limbs,
+                                                                params.dnum)
+        self.ring = RNSRing(params.n, self.basis, **variant.ring_kwargs())
         self.plan = self.ring.plan
         self._level_cache: dict[int, dict] = {}
         self._maps: dict[int, jax.Array] = {}
@@ -225,15 +231,12 @@ class Context:
             np.array([[pow(big_p, -1, q)] for q in qs], dtype=np.int64), np.array(qs, np.int64).reshape(-1, 1)
         )
         drop = p.level_sizes[level] if level > 0 else 0
-        q_inv = None
-        if drop:
-            # row i: inverse of the i-th prime removed (from the top) modulo each remaining prime
-            vals = np.ones((drop, n), dtype=np.int64)
-            for i in range(drop):
-                top = qs[n - 1 - i]
-                for j in range(n - 1 - i):
-                    vals[i, j] = pow(top, -1, qs[j])
-            q_inv = modarith.known_operand(vals[..., None], np.array(qs, np.int64).reshape(1, -1, 1))
+        rescale_plan = d_inv = None
+        if drop:  # rescaling divides by the product of the level's top primes: a centered conversion, like ModDown
+            kept, dropped = qs[: n - drop], qs[n - drop :]
+            rescale_plan = bconv_kernels.make_bconv_plan(dropped, kept, reduction=self.reduction, centered=True)
+            d_inv = modarith.known_operand(np.array([[pow(math.prod(dropped), -1, q)] for q in kept], np.int64),
+                                           np.array(kept, np.int64).reshape(-1, 1))
         tables = {
             "n": n,
             "digits": digits,
@@ -241,7 +244,8 @@ class Context:
             "moddown": moddown,
             "p_inv": jax.device_put(p_inv),
             "drop": drop,
-            "q_inv": None if q_inv is None else jax.device_put(q_inv),
+            "rescale": None if rescale_plan is None else jax.device_put(rescale_plan),
+            "d_inv": None if d_inv is None else jax.device_put(d_inv),
             "divisor": float(math.prod(qs[n - drop :])) if drop else None,
         }
         self._level_cache[level] = tables
@@ -609,7 +613,7 @@ class Context:
             raise LevelError("no levels left to rescale: the ciphertext is at level 0 (bootstrapping is not "
                              "available; use parameters with more levels)")
         t = self._level_tables(ct.level)
-        data = _rescale(ct.data, self.plan, t["q_inv"], k=self.num_special, n=t["n"], drop=t["drop"],
+        data = _rescale(ct.data, self.plan, t["rescale"], t["d_inv"], k=self.num_special, n=t["n"], drop=t["drop"],
                         reduction=self.reduction)
         return ct.replace(data=data, level=ct.level - 1, scale=ct.scale / t["divisor"])
 

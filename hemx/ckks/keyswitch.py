@@ -89,15 +89,26 @@ def inner_product(ext, key, plan, num_special: int, num_q: int):
     return modarith.barrett_reduce(acc, table.q, table.barrett_mu, table.barrett_sa, table.barrett_sb)
 
 
+def divide_by_dropped(keep_ntt, drop_ntt, plan, keep: tuple[int, int], drop: tuple[int, int], conv_plan, inv,
+                      reduction: str):
+    """``(x - Conv_{D->K}([x]_D)) * D^-1`` over the kept limbs: rounding division by the product ``D`` of the
+    dropped limbs (NTT domain in and out). ModDown is this with ``D = P``; rescaling with ``D`` = the top
+    primes of ``Q_l``. ``keep`` / ``drop`` are the limb ranges of the ``P + Q`` plan; ``conv_plan`` is the
+    centered conversion ``D -> K`` (so the division rounds), ``inv`` the known operand ``D^-1 mod k_j``.
+
+    Shapes: ``keep_ntt`` ``(..., |K|, N)``, ``drop_ntt`` ``(..., |D|, N)`` -> ``(..., |K|, N)``.
+    """
+    coef = ntt_kernels.intt(drop_ntt, limb_plan(plan, *drop))
+    conv = ntt_kernels.ntt(bconv_kernels.bconv(coef, conv_plan), limb_plan(plan, *keep))
+    table = limb_table(plan, *keep)
+    return modarith.mul_known(modarith.sub_mod(keep_ntt, conv, table.q), inv, table, reduction)
+
+
 def moddown(acc, plan, moddown_plan, p_inv, num_special: int, num_q: int, reduction: str):
     """``(acc - Conv_{P->Q}([acc]_P)) * P^-1`` over ``Q_l``: ``(..., m, N) -> (..., n, N)`` (NTT domain)."""
     k, n = num_special, num_q
-    p_coef = ntt_kernels.intt(acc[..., :k, :], limb_plan(plan, 0, k))
-    conv = bconv_kernels.bconv(p_coef, moddown_plan)
-    conv_ntt = ntt_kernels.ntt(conv, limb_plan(plan, k, k + n))
-    table = limb_table(plan, k, k + n)
-    diff = modarith.sub_mod(acc[..., k:, :], conv_ntt, table.q)
-    return modarith.mul_known(diff, p_inv, table, reduction)
+    return divide_by_dropped(acc[..., k:, :], acc[..., :k, :], plan, (k, k + n), (0, k), moddown_plan, p_inv,
+                             reduction)
 
 
 def _after(token, bplan):
@@ -111,18 +122,14 @@ def _after(token, bplan):
     return dataclasses.replace(bplan, dense=bplan.dense + zero)
 
 
-def _permute(x, index_map):
-    return x if index_map is None else jnp.take(x, index_map, axis=-1)
-
-
-def keyswitch_mp(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None):
+def keyswitch_mp(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction):
     """Max-Parallel: all extended digits at once, then the inner product, then ModDown."""
-    ext = _permute(modup(x_ntt, plan, modup_plans, digits, k, n), index_map)
+    ext = modup(x_ntt, plan, modup_plans, digits, k, n)
     acc = inner_product(ext, key, plan, k, n)
     return moddown(acc, plan, moddown_plan, p_inv, k, n, reduction)
 
 
-def keyswitch_dc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None):
+def keyswitch_dc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction):
     """Digit-Centric: digit by digit through ModUp, NTT and the key product into a running sum."""
     m = k + n
     table = limb_table(plan, 0, m)
@@ -130,7 +137,7 @@ def keyswitch_dc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
     acc = None
     for d, ((lo, hi), bplan) in enumerate(zip(digits, modup_plans)):
         # the next digit starts only when this one is folded into the sum: one digit live at a time
-        ext = _permute(_modup_digit(x_coef, x_ntt, plan, _after(acc, bplan), lo, hi, k, n), index_map)
+        ext = _modup_digit(x_coef, x_ntt, plan, _after(acc, bplan), lo, hi, k, n)
         prod = modarith.mul_barrett(ext[..., None, :, :], key[d, :, :m], table)
         acc = prod if acc is None else modarith.add_mod(acc, prod, table.q)
     return moddown(acc, plan, moddown_plan, p_inv, k, n, reduction)
@@ -152,8 +159,7 @@ def output_tiles(digits, num_special: int, tile: int | None) -> tuple[tuple[int,
     return tuple((a, min(a + size, stop), own) for start, stop, own in groups for a in range(start, stop, size))
 
 
-def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, index_map=None,
-                 tile=None):
+def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, tile=None):
     """Output-Centric: one tile of output towers at a time (``tile`` towers; see :func:`output_tiles`).
 
     For each tile of ``Q_l P`` and each digit: the digit's basis conversion to the tile's towers only and
@@ -187,7 +193,7 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
                 val = x_ntt[..., a - k : b - k, :]
             else:
                 val, j = vals[..., j, :, :], j + 1
-            prod = modarith.mul_barrett(_permute(val, index_map)[..., None, :, :], key[d, :, a:b], tab)
+            prod = modarith.mul_barrett(val[..., None, :, :], key[d, :, a:b], tab)
             acc = prod if acc is None else modarith.add_mod(acc, prod, tab.q)
         return acc
 
@@ -217,12 +223,13 @@ _SCHEDULES = {"mp": keyswitch_mp, "dc": keyswitch_dc, "oc": keyswitch_oc}
 
 
 def keyswitch(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special: int, num_q: int,
-              reduction: str, dataflow: str = "mp", index_map=None, oc_tile: int | None = None):
+              reduction: str, dataflow: str = "mp", oc_tile: int | None = None):
     """Switch ``x`` (a polynomial multiplying the source key) to the key's target: ``(..., 2, n, N)``.
 
-    ``index_map`` applies a Galois automorphism (NTT-domain gather) to the extended digits first: the
-    key switch of a rotation, with the automorphism commuted past ModUp.
+    A rotation applies its Galois automorphism to the ciphertext first (a permutation of the NTT slots of
+    ``n`` limbs; it commutes exactly with the centered ModUp), then switches ``c1``; hoisted rotations
+    (``Context.rotate_many``) permute the extended digits instead, after one shared ModUp.
     """
     extra = {"tile": oc_tile} if dataflow == "oc" else {}
     return _SCHEDULES[dataflow](x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special, num_q,
-                                reduction, index_map, **extra)
+                                reduction, **extra)
