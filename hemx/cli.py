@@ -58,12 +58,21 @@ def _peer_list(args) -> list[str]:
     return [p.strip() for p in args.peers.split(",") if p.strip()]
 
 
-def _cmd_bench_kernels(args) -> int:
+def _save_and_plot(console, results, kind: str, args, meta, plot) -> None:
+    """Write the results JSON (and the plot when ``--plot`` is given) and say where."""
     import os
 
+    from hemx.bench.report import save_results
+
+    console.print(f"results written to {save_results(results, kind, args.out, meta=meta)}")
+    if args.plot:
+        os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
+        console.print(f"plot written to {plot(results, args.plot)}")
+
+
+def _cmd_bench_kernels(args) -> int:
     from hemx.bench import kernels as kb
     from hemx.bench import roofline
-    from hemx.bench.report import save_results
     from hemx.bench.timing import limit_threads
 
     console = _console()
@@ -100,19 +109,12 @@ def _cmd_bench_kernels(args) -> int:
         kb.print_peaks(peaks, console)
         meta["peaks"] = peaks.as_dict()
     kb.print_report(results, console)
-    path = save_results(results, "kernels", args.out, meta=meta)
-    console.print(f"results written to {path}")
-    if args.plot:
-        os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
-        console.print(f"plot written to {kb.plot_kernels(results, args.plot)}")
+    _save_and_plot(console, results, "kernels", args, meta, kb.plot_kernels)
     return 0
 
 
 def _cmd_bench_ops(args) -> int:
-    import os
-
     from hemx.bench import ops as ob
-    from hemx.bench.report import save_results
     from hemx.bench.timing import limit_threads
 
     console = _console()
@@ -125,21 +127,14 @@ def _cmd_bench_ops(args) -> int:
     results = ob.bench_ops(sets, batch=args.batch, repeats=args.repeats, peers=peers, threads=args.threads,
                            ntt=args.ntt, console=console)
     ob.print_ops_report(results, console, batch=args.batch)
-    path = save_results(results, "ops", args.out, meta={"argv": sys.argv[1:], "sets": sets, "peers": peers,
-                                                        "threads": threads})
-    console.print(f"results written to {path}")
-    if args.plot:
-        os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
-        console.print(f"plot written to {ob.plot_ops(results, args.plot)}")
+    meta = {"argv": sys.argv[1:], "sets": sets, "peers": peers, "threads": threads}
+    _save_and_plot(console, results, "ops", args, meta, ob.plot_ops)
     return 0
 
 
 def _cmd_bench_throughput(args) -> int:
-    import os
-
     from hemx.bench import throughput as tb
     from hemx.bench.kernels import parse_int_list
-    from hemx.bench.report import save_results
 
     console = _console()
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
@@ -154,11 +149,7 @@ def _cmd_bench_throughput(args) -> int:
         results += tb.sweep_mul(args.mul_sets.split(","), parse_int_list(args.mul_batches), ntt=args.ntt,
                                 repeats=args.repeats, console=console)
     tb.print_throughput_report(results, console)
-    path = save_results(results, "throughput", args.out, meta={"argv": sys.argv[1:]})
-    console.print(f"results written to {path}")
-    if args.plot:
-        os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
-        console.print(f"plot written to {tb.plot_throughput(results, args.plot)}")
+    _save_and_plot(console, results, "throughput", args, {"argv": sys.argv[1:]}, tb.plot_throughput)
     return 0
 
 

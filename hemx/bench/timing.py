@@ -12,6 +12,8 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from hemx.plan.cache import cpu_model
+
 
 @dataclasses.dataclass(frozen=True)
 class Timing:
@@ -76,17 +78,6 @@ def limit_threads(threads: int | None) -> str:
     return f"{threads} of {len(cpus)} CPUs (process affinity {cpus[:threads]})"
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine_info() -> dict:
     """Backend, devices, CPU model and thread count, library versions: enough to name the machine in results."""
     devices = jax.devices()
@@ -94,7 +85,7 @@ def machine_info() -> dict:
         "backend": jax.default_backend(),
         "devices": [str(d.device_kind) for d in devices],
         "device_count": len(devices),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "jax": jax.__version__,

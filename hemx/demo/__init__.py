@@ -26,13 +26,14 @@ def _summary_rows(summary: dict) -> list[list[str]]:
     pct = lambda v: f"{100 * v:.2f} %"  # noqa: E731
     rows = [["device", f"{summary['backend']}: {summary['device']} ({summary['machine']})"],
             ["parameters", f"{summary['parameters']}, ntt={summary['ntt']}"]]
+    accuracy = [["accuracy plaintext / encrypted", f"{pct(summary['accuracy_plaintext'])} / "
+                                                   f"{pct(summary['accuracy_encrypted'])}"],
+                ["predictions equal to plaintext", pct(summary["agreement"])]]
     if summary["workload"] == "cnn":
         rows += [
             ["images / ciphertexts", f"{summary['images']} / {summary['ciphertexts']} "
                                      f"({summary['images_per_ciphertext']} images each)"],
-            ["accuracy plaintext / encrypted", f"{pct(summary['accuracy_plaintext'])} / "
-                                               f"{pct(summary['accuracy_encrypted'])}"],
-            ["predictions equal to plaintext", pct(summary["agreement"])],
+            *accuracy,
             ["max |logit error|", f"{summary['max_abs_logit_error']:.2e}"],
             ["latency per batch (steady)", f"{summary['latency_per_batch_s']:.2f} s"],
             ["latency per image (steady)", f"{summary['latency_per_image_ms']:.1f} ms"],
@@ -44,9 +45,7 @@ def _summary_rows(summary: dict) -> list[list[str]]:
         rows += [
             ["samples train / test, features", f"{summary['train_samples']} / {summary['test_samples']}, "
                                                f"{summary['features']}"],
-            ["accuracy plaintext / encrypted", f"{pct(summary['accuracy_plaintext'])} / "
-                                               f"{pct(summary['accuracy_encrypted'])}"],
-            ["predictions equal to plaintext", pct(summary["agreement"])],
+            *accuracy,
             ["max |weight error| / |score error|", f"{summary['max_abs_weight_error']:.2e} / "
                                                    f"{summary['max_abs_score_error']:.2e}"],
             ["training iterations", f"{summary['iterations']} ({', '.join(f'{t:.1f}' for t in its)} s; "

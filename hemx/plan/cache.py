@@ -47,7 +47,8 @@ def cache_path() -> str:
     return os.path.join(cache_dir(), FILE_NAME)
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
@@ -75,7 +76,7 @@ def _environment() -> tuple:
         ("backend", jax.default_backend()),
         ("device_kind", str(devices[0].device_kind) if devices else "?"),
         ("device_count", len(devices)),
-        ("host", f"{_cpu_model()} x{os.cpu_count()}"),
+        ("host", f"{cpu_model()} x{os.cpu_count()}"),
         ("jax", jax.__version__),
         ("jaxlib", jaxlib_version),
         ("hemx", hemx.__version__),
