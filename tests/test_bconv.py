@@ -76,7 +76,7 @@ def _check_crt_relation(x, source, target, out):
 @given(
     st.lists(odd_words, min_size=12, max_size=12),
     st.sampled_from([(1, 1), (3, 2), (2, 4), (5, 1)]),
-    st.sampled_from(["bat", "elementwise"]),
+    st.sampled_from(["bat", "elementwise", "auto"]),  # auto: element-wise for 1-2 source limbs, BAT above
     st.sampled_from(REDUCTIONS),
     st.sampled_from([8, 6]),
     st.sampled_from([(), (2,)]),
@@ -136,7 +136,7 @@ def test_bconv_edge_all_max():
     x = np.repeat(np.asarray(qs, np.uint32).reshape(-1, 1) - 1, N, axis=1)
     for reduction in REDUCTIONS:
         plan = B.make_bconv_plan(qs, ps, reduction=reduction)
-        for method in ("bat", "elementwise"):
+        for method in ("bat", "elementwise", "auto"):
             out = _bconv(jnp.asarray(x), plan, method=method)
             _check_against_formula(x, qs, ps, out)
 
@@ -183,3 +183,15 @@ def test_bconv_input_errors():
     with pytest.raises(ParameterError):
         bad_plan = B.make_bconv_plan(qs, ps, reduction="karatsuba")
         B.bconv(jnp.asarray(good), bad_plan)
+
+
+def test_auto_method_picks_by_source_count_and_rejects_unknown():
+    qs = nt.ntt_primes(30, 6, 16)
+    rng = np.random.default_rng(5)
+    for nl in (1, B.ELEMENTWISE_MAX_SOURCES, B.ELEMENTWISE_MAX_SOURCES + 1, 4):
+        plan = B.make_bconv_plan(qs[:nl], qs[nl:], centered=True)
+        x = jnp.asarray(np.stack([rng.integers(0, q, N, dtype=np.int64) for q in qs[:nl]]).astype(np.uint32))
+        outs = [np.asarray(_bconv(x, plan, method=m)) for m in ("auto", "bat", "elementwise")]
+        assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+    with pytest.raises(ParameterError):
+        B.bconv(x, plan, method="fastest")

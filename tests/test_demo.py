@@ -84,3 +84,26 @@ def test_summary_rows_render_every_field():
     rows = dict(demo._summary_rows(summary))
     assert rows["size: evaluation keys"] == "3.0 MiB" and rows["latency per image (steady)"] == "7.8 ms"
     assert np.isclose(float(rows["time: a"].split()[0]), 1.0)
+
+
+def test_cli_reexecs_once_with_the_allocator_tuning(monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    from hemx import cli
+
+    calls = []
+    monkeypatch.setattr(os, "execve", lambda *a: calls.append(a))
+    cli.tune_allocator(["info"])  # in-process calls (argv given) never re-execute
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")
+    cli.tune_allocator(None)  # the user's own setting wins
+    assert calls == []
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "HEMX_MALLOC_TUNING")}
+    out = subprocess.run([sys.executable, "-m", "hemx", "info", "--json"], capture_output=True, text=True, env=env,
+                         check=True)
+    assert json.loads(out.stdout)["glibc_tunables"] == cli.MALLOC_TUNING
+    env["HEMX_MALLOC_TUNING"] = "0"
+    out = subprocess.run([sys.executable, "-m", "hemx", "info", "--json"], capture_output=True, text=True, env=env,
+                         check=True)
+    assert json.loads(out.stdout)["glibc_tunables"] == ""

@@ -86,6 +86,7 @@ def machine_info() -> dict:
         "devices": [str(d.device_kind) for d in devices],
         "device_count": len(devices),
         "cpu": cpu_model(),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "jax": jax.__version__,
