@@ -231,8 +231,15 @@ def search(c: Constraints, n: int, backend: str, entry: dict, measure: Measure, 
     consider(families)
     best_family = _best({"timings": {k: r for k, r in timings.items()
                                      if NTTVariant.from_json(r["variant"]) in families}}, c)
-    if best_family is not None:
-        consider(refinements(best_family, n, c))
+    # Refine once per shape: once every neighbour of the best family is timed, a later call with the cache
+    # filled must not start timing another family's neighbours only because a duel or a noisy round reordered
+    # the families. (Neighbours left over the budget are still timed by later calls.)
+    refined = entry.setdefault("refined", {})  # constraints (as text) -> the family refined under them
+    if best_family is not None and repr(c) not in refined:
+        neighbours = refinements(best_family, n, c)
+        consider(neighbours)
+        if all(v.label in timings or v.label in failed for v in neighbours):
+            refined[repr(c)] = best_family.label
     # The finalists, re-timed back to back: when the fastest is not the default, it must also beat the default
     # in a duel (the median of paired ratios), so a burst of load during one measurement cannot decide.
     # A loser's time is replaced by the duel's verdict and the next fastest is tried, until the default or a
