@@ -195,3 +195,17 @@ def test_auto_method_picks_by_source_count_and_rejects_unknown():
         assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
     with pytest.raises(ParameterError):
         B.bconv(x, plan, method="fastest")
+
+
+@pytest.mark.parametrize("lead", [(), (3,)])
+def test_bat_conversion_in_column_blocks(monkeypatch, lead):
+    """The GEMM split into column blocks (uneven last block, blocks crossing the batch axis) is still exact."""
+    qs = nt.ntt_primes(30, 7, 16)
+    source, target = qs[:4], qs[4:]
+    plan = B.make_bconv_plan(source, target)
+    x = _input(source, lead, 9)
+    whole = np.asarray(jax.jit(B.bconv, static_argnames="method")(jnp.asarray(x), plan, method="bat"))
+    monkeypatch.setattr(B, "GEMM_BLOCK_BYTES", 4 * plan.num * len(target) * 5)  # 5 columns per block
+    blocked = np.asarray(jax.jit(B.bconv, static_argnames="method")(jnp.asarray(x), plan, method="bat"))
+    assert np.array_equal(blocked, whole)
+    _check_against_formula(x, source, target, blocked)
