@@ -173,11 +173,12 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
                 for (lo, hi), bp in zip(digits, modup_plans)]
     tiles = output_tiles(digits, k, tile)
 
-    def key_product(a, b, own, token):
+    def key_product(a, b, own, token, down=None):
         """Towers ``[a, b)`` of the key product summed over the digits: ``(..., 2, b - a, N)``.
 
-        The converted digits are stacked so one NTT call transforms them all (small per-digit NTTs run well
-        below the per-limb rate of a wide one on CPU), then one product with the key rows and a sum.
+        The converted digits (and ``down``, ModDown's conversion of a Q tile, ``(..., 2, T, N)``) are stacked
+        so one NTT call transforms them all: small NTTs run well below the per-limb rate of a wide one on CPU.
+        Returns the product and the transformed ``down`` (None without it).
         """
         tab = limb_table(plan, a, b)
         conv = []
@@ -185,8 +186,9 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
             if d != own:
                 first = a if a < k + lo else a - (hi - lo)  # the tile's index among the digit's targets
                 conv.append(bconv_kernels.matmul_step_bat_rows(operands[d], _after(token, bp), first, b - a))
-        if conv:  # (one digit and a Q tile: nothing to convert)
-            vals = ntt_kernels.ntt(jnp.stack(conv, axis=-3), limb_plan(plan, a, b))  # (..., D', T, N)
+        parts = conv + ([] if down is None else [down[..., 0, :, :], down[..., 1, :, :]])
+        if parts:  # (one digit and no ModDown part: nothing to transform)
+            vals = ntt_kernels.ntt(jnp.stack(parts, axis=-3), limb_plan(plan, a, b))  # (..., D' [+ 2], T, N)
         acc, j = None, 0
         for d in range(len(digits)):
             if d == own:  # the digit holding the tile: the input itself
@@ -195,7 +197,7 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
                 val, j = vals[..., j, :, :], j + 1
             prod = modarith.mul_barrett(val[..., None, :, :], key[d, :, a:b], tab)
             acc = prod if acc is None else modarith.add_mod(acc, prod, tab.q)
-        return acc
+        return acc, (None if down is None else vals[..., len(conv) :, :, :])
 
     # Each tile's work is made data-dependent on the previous tile's result (``token``), so the tiles run in
     # order and one tile's temporaries are live at a time.
@@ -203,18 +205,17 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
     p_parts, p_operand, token = [], None, None
     for a, b, own in tiles:
         if own is None:
-            token = key_product(a, b, own, token)
+            token, _ = key_product(a, b, own, token)
             p_parts.append(token)
             continue
         if p_operand is None:  # all P tiles done: ModDown's conversion operand, once
             p_coef = ntt_kernels.intt(jnp.concatenate(p_parts, axis=-2), limb_plan(plan, 0, k))
             p_operand = bconv_kernels.bat_operand(bconv_kernels.scale_step(p_coef, moddown_plan), moddown_plan)
-        conv = bconv_kernels.matmul_step_bat_rows(p_operand, _after(token, moddown_plan), a - k, b - a)
-        conv = ntt_kernels.ntt(conv, limb_plan(plan, a, b))  # (..., 2, T, N)
+        down = bconv_kernels.matmul_step_bat_rows(p_operand, _after(token, moddown_plan), a - k, b - a)
+        acc, down = key_product(a, b, own, token, down)  # down: (..., 2, T, N), NTT domain
         tab = limb_table(plan, a, b)
-        diff = modarith.sub_mod(key_product(a, b, own, token), conv, tab.q)
         pinv = modarith.KnownOperand(*(f[a - k : b - k] for f in p_inv))
-        token = modarith.mul_known(diff, pinv, tab, reduction)
+        token = modarith.mul_known(modarith.sub_mod(acc, down, tab.q), pinv, tab, reduction)
         out = jax.lax.dynamic_update_slice_in_dim(out, token, a - k, axis=-2)
     return out
 
