@@ -37,6 +37,19 @@ def _raw_keyswitch(ctx, keys, ct, flow, oc_tile=None):
     return np.asarray(fn(ct.data[..., 1, :, :], keys.relin.data, ctx.plan, t["modup"], t["moddown"], t["p_inv"]))
 
 
+def _folded_keyswitch(ctx, keys, a, b, flow, oc_tile=None):
+    """``rescale(relinearize(a * b))`` through one dataflow and tile width, with the rescale folded."""
+    from hemx.ckks import context as ckks_context
+
+    t = ctx._level_tables(a.level)
+    d0, d1, d2 = ckks_context._tensor(a.data, b.data, ctx.plan, k=ctx.num_special, n=t["n"])
+    fold = ks.RescaleFold(np.stack([np.asarray(d0), np.asarray(d1)], axis=-3), t["p_mod"], t["fold_conv"],
+                          t["fold_inv"])
+    fn = jax.jit(functools.partial(ks.keyswitch, digits=t["digits"], num_special=ctx.num_special, num_q=t["n"],
+                                   reduction=ctx.reduction, dataflow=flow, oc_tile=oc_tile))
+    return np.asarray(fn(d2, keys.relin.data, ctx.plan, t["modup"], t["moddown"], t["p_inv"], fold=fold))
+
+
 def _check_identical(ctx, keys, x, levels, with_mul=False, oc_tiles=(), rotations=True):
     """At each level: raw key switches agree across dataflows (and Output-Centric tile widths); so do
     rotations, which decrypt correctly."""
@@ -60,6 +73,15 @@ def _check_identical(ctx, keys, x, levels, with_mul=False, oc_tiles=(), rotation
     b = ctx.encrypt(x[..., ::-1].copy(), keys)
     got = ctx.decrypt(ctx.rescale(ctx.mul(a, b, keys, keyswitch="oc")), keys)
     assert precision_stats(x * x[..., ::-1], got).min_bits > 30
+    # the rescale folded into ModDown (RescaleFold) gives the same ciphertext in every dataflow and tile width
+    folded = {f: np.asarray(ctx.mul(a, b, keys, rescale=True, keyswitch=f).data) for f in FLOWS}
+    for f in FLOWS[1:]:
+        assert np.array_equal(folded[f], folded["mp"]), f
+    for tile in oc_tiles:
+        fold = _folded_keyswitch(ctx, keys, a, b, "oc", tile)
+        assert np.array_equal(fold, _folded_keyswitch(ctx, keys, a, b, "mp")), tile
+    prod = ctx.mul(a, b, keys, rescale=True, keyswitch="oc")
+    assert precision_stats(x * x[..., ::-1], ctx.decrypt(prod, keys)).min_bits > 30
 
 
 @pytest.mark.parametrize("dnum", [1, 2, 3, 4])
@@ -74,7 +96,7 @@ def test_dataflows_identical_every_dnum(dnum):
     # (CiFlow's schedule) and of two (cut short at digit ends); the other dnums: raw key switches
     full = dnum == 3
     _check_identical(ctx, keys, x, [params.max_level, 0] if full else [params.max_level],
-                     oc_tiles=(1, 2) if full else (1,) if dnum == 2 else (), rotations=full)
+                     oc_tiles=(1, 2) if full else (1,) if dnum == 2 else (), rotations=full, with_mul=full)
 
 
 @pytest.mark.parametrize("name", ["set_a", pytest.param("set_b", marks=pytest.mark.slow)])
@@ -122,3 +144,9 @@ def test_output_tiles_cover_the_basis_once():
             assert lo <= a < b <= hi and b - a <= (2 if tile is None else tile)
     with pytest.raises(ParameterError):
         ks.output_tiles(digits, 3, 0)
+    # a folded rescale drops the top towers: no tile straddles the split
+    for tile in (None, 1, 2, 3, 5):
+        for split in (8, 9):
+            tiles = ks.output_tiles(digits, 3, tile, split=split)
+            assert [t for a, b, _ in tiles for t in range(a, b)] == list(range(10))
+            assert all(b <= split or a >= split for a, b, _ in tiles)

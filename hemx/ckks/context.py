@@ -112,6 +112,17 @@ def _mul_relin(a, b, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, 
 
 
 @partial(jax.jit, static_argnames=_KS_STATIC)
+def _mul_relin_rescale(a, b, key, plan, modup_plans, moddown_plan, p_inv, p_mod, fold_conv, fold_inv, k, n, digits,
+                       reduction, dataflow):
+    """``rescale(relinearize(a * b))`` with the rescale folded into ModDown (:class:`ks.RescaleFold`):
+    ``(..., 2, n, N)`` x 2 -> ``(..., 2, n - drop, N)``."""
+    d0, d1, d2 = _tensor(a, b, plan, k, n)
+    fold = ks.RescaleFold(jnp.stack([d0, d1], axis=-3), p_mod, fold_conv, fold_inv)
+    return ks.keyswitch(d2, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, dataflow,
+                        fold=fold)
+
+
+@partial(jax.jit, static_argnames=_KS_STATIC)
 def _rotate_one(ct, index_map, key, plan, modup_plans, moddown_plan, p_inv, k, n, digits, reduction, dataflow):
     """One rotation with the chosen key-switching dataflow: ``(..., 2, n, N)``.
 
@@ -231,12 +242,19 @@ class Context:
             np.array([[pow(big_p, -1, q)] for q in qs], dtype=np.int64), np.array(qs, np.int64).reshape(-1, 1)
         )
         drop = p.level_sizes[level] if level > 0 else 0
-        rescale_plan = d_inv = None
+        rescale_plan = d_inv = p_mod = fold_conv = fold_inv = None
         if drop:  # rescaling divides by the product of the level's top primes: a centered conversion, like ModDown
             kept, dropped = qs[: n - drop], qs[n - drop :]
+            kept_col = np.array(kept, np.int64).reshape(-1, 1)
             rescale_plan = bconv_kernels.make_bconv_plan(dropped, kept, reduction=self.reduction, centered=True)
             d_inv = modarith.known_operand(np.array([[pow(math.prod(dropped), -1, q)] for q in kept], np.int64),
-                                           np.array(kept, np.int64).reshape(-1, 1))
+                                           kept_col)
+            # mul(..., rescale=True): ModDown and the rescale in one division by P * D (ks.RescaleFold)
+            p_mod = modarith.known_operand(np.array([[big_p % q] for q in qs], np.int64),
+                                           np.array(qs, np.int64).reshape(-1, 1))
+            fold_conv = bconv_kernels.make_bconv_plan(ps + dropped, kept, reduction=self.reduction, centered=True)
+            big_pd = big_p * math.prod(dropped)
+            fold_inv = modarith.known_operand(np.array([[pow(big_pd, -1, q)] for q in kept], np.int64), kept_col)
         tables = {
             "n": n,
             "digits": digits,
@@ -246,6 +264,9 @@ class Context:
             "drop": drop,
             "rescale": None if rescale_plan is None else jax.device_put(rescale_plan),
             "d_inv": None if d_inv is None else jax.device_put(d_inv),
+            "p_mod": None if p_mod is None else jax.device_put(p_mod),
+            "fold_conv": None if fold_conv is None else jax.device_put(fold_conv),
+            "fold_inv": None if fold_inv is None else jax.device_put(fold_inv),
             "divisor": float(math.prod(qs[n - drop :])) if drop else None,
         }
         self._level_cache[level] = tables
@@ -532,7 +553,10 @@ class Context:
         """``a * b``: with a ciphertext (relinearized with ``keys``), a plaintext, or scalar/array values.
 
         Plain values are encoded at the scale of the primes the next rescale removes, so that
-        ``rescale(mul(a, values))`` has exactly ``a``'s scale. With ``rescale=True`` the product is rescaled.
+        ``rescale(mul(a, values))`` has exactly ``a``'s scale. With ``rescale=True`` the product is rescaled; for
+        two ciphertexts the rescale is folded into the relinearization's ModDown (one rounding division by
+        ``P`` times the level's primes; same level, scale and precision as ``rescale(mul(a, b))``, about a
+        fifth faster, not bit-identical to it).
         ``keyswitch`` overrides the context's key-switching dataflow for this call.
         """
         self._check_ct(a)
@@ -544,10 +568,14 @@ class Context:
             self._check_product_scale(a.scale * b.scale, a.level)
             t = self._level_tables(a.level)
             flow = self._check_dataflow(keyswitch or self.keyswitch)
-            data = _mul_relin(a.data, b.data, key.data, self.plan, t["modup"], t["moddown"], t["p_inv"],
-                              k=self.num_special, n=t["n"], digits=t["digits"], reduction=self.reduction,
-                              dataflow=flow)
-            out = a.replace(data=data, scale=a.scale * b.scale, is_complex=a.is_complex or b.is_complex)
+            statics = dict(k=self.num_special, n=t["n"], digits=t["digits"], reduction=self.reduction, dataflow=flow)
+            scale, is_complex = a.scale * b.scale, a.is_complex or b.is_complex
+            if rescale and t["drop"]:  # relinearization and rescale in one ModDown
+                data = _mul_relin_rescale(a.data, b.data, key.data, self.plan, t["modup"], t["moddown"],
+                                          t["p_inv"], t["p_mod"], t["fold_conv"], t["fold_inv"], **statics)
+                return a.replace(data=data, level=a.level - 1, scale=scale / t["divisor"], is_complex=is_complex)
+            data = _mul_relin(a.data, b.data, key.data, self.plan, t["modup"], t["moddown"], t["p_inv"], **statics)
+            out = a.replace(data=data, scale=scale, is_complex=is_complex)
         else:
             out = self._mul_plain(a, b)
         return self.rescale(out) if rescale else out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from hemx.errors import ParameterError
+from hemx.errors import ParameterError, ShapeError
 from hemx.nt import bit_reverse_permutation, log2_exact
 
 
@@ -46,5 +46,15 @@ def coeff_index_map(n: int, g: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def apply_ntt_automorphism(x, index_map):
-    """Permute the last axis of NTT-domain data ``(..., L, N)`` by an index map from :func:`ntt_index_map`."""
-    return jnp.take(x, index_map, axis=-1)
+    """Permute the last axis of NTT-domain data ``(..., L, N)`` by an index map from :func:`ntt_index_map`.
+
+    Written as a gather along the last axis with every leading axis a batching axis (``take_along_axis``), so
+    XLA keeps the natural ``(..., L, N)`` layout. ``jnp.take`` gathers ``N``-major and transposes back inside
+    the consumer, which made the first NTT stage of a rotation read with a stride of ``L`` words (about 10%
+    of a rotation at N = 2^16). The index map holds valid positions only (checked when it is built).
+    """
+    index_map = jnp.asarray(index_map)
+    if index_map.shape != x.shape[-1:]:
+        raise ShapeError(f"index map of length {index_map.shape} does not match data of shape {x.shape}")
+    idx = jnp.broadcast_to(index_map, x.shape)
+    return jnp.take_along_axis(x, idx, axis=-1, mode="promise_in_bounds")
