@@ -97,7 +97,8 @@ def bench_ops(
     results: list[BenchResult] = []
     adapters = available_adapters(peers, threads, lambda msg: console.print(f"[yellow]{msg}[/]"))
     with _progress(console) as prog:
-        task = prog.add_task("HE ops", total=len(sets) * (2 + len(adapters)))
+        batches = tuple(dict.fromkeys((1, batch)))  # batch 1 once when batch == 1
+        task = prog.add_task("HE ops", total=len(sets) * (len(batches) + len(adapters)))
         for s in sets:
             params = param_sets[s]
             base = {"set": s, "n": params.n, "log_q": round(params.log_q, 1), "log_qp": round(params.log_qp, 1),
@@ -113,7 +114,7 @@ def bench_ops(
                 prog.update(task, description=f"set {s}: {ad.name} setup")
                 setups.append((ad, ad.setup(params.n, params.max_level)))
                 prog.advance(task)
-            for bsz in (1, batch):
+            for bsz in batches:
                 prog.update(task, description=f"set {s}: batch {bsz}")
                 shape = (ctx.slots,) if bsz == 1 else (bsz, ctx.slots)
                 x, y = rng.uniform(-1, 1, shape), rng.uniform(-1, 1, shape)
