@@ -50,8 +50,9 @@ def apply_ntt_automorphism(x, index_map):
 
     Written as a gather along the last axis with every leading axis a batching axis (``take_along_axis``), so
     XLA keeps the natural ``(..., L, N)`` layout. ``jnp.take`` gathers ``N``-major and transposes back inside
-    the consumer, which made the first NTT stage of a rotation read with a stride of ``L`` words (about 10%
-    of a rotation at N = 2^16). The index map holds valid positions only (checked when it is built).
+    the consumer, which made the first NTT stage of a rotation read 60 words apart at P16 (about 10%
+    of a rotation at N = 2^16). Index maps from :func:`ntt_index_map` are permutations of ``range(N)``, so the
+    gather skips bounds handling.
     """
     index_map = jnp.asarray(index_map)
     if index_map.shape != x.shape[-1:]:
