@@ -275,15 +275,20 @@ def _key_header(context: Context, key_id: int) -> dict:
     return dict(_bound_header(context), key_tag=keytags.tag_for(key_id))
 
 
+def _key_reader(envelope: Envelope, context: Context, what: str) -> tuple[HeaderReader, int]:
+    """The header reader of a key object, checked against ``context``, and the key-set tag it names."""
+    reader = HeaderReader(envelope.header, what)
+    _check_bound(reader, context, what)
+    return reader, _read_tag(reader)
+
+
 def encode_public_key(key: PublicKey, context: Context) -> Encoded:
     _check_owner(key, context, "public key")
     return Encoded("public_key", _key_header(context, key.key_id), (_public_section(key, context, "data"),))
 
 
 def decode_public_key(envelope: Envelope, context: Context) -> PublicKey:
-    reader = HeaderReader(envelope.header, "public key")
-    _check_bound(reader, context, "public key")
-    key_id = _read_tag(reader)
+    reader, key_id = _key_reader(envelope, context, "public key")
     reader.finish()
     params = context.params
     data = _read_sections(envelope, {"data": ((2, params.num_limbs, params.n), q_moduli(params, params.num_limbs))})
@@ -298,9 +303,7 @@ def encode_switching_key(key: SwitchingKey, context: Context) -> Encoded:
 
 
 def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
-    reader = HeaderReader(envelope.header, "switching key")
-    _check_bound(reader, context, "switching key")
-    key_id = _read_tag(reader)
+    reader, key_id = _key_reader(envelope, context, "switching key")
     kind = reader.string("key_kind", ("relin", "galois"))
     galois = reader.optional_integer("galois")
     reader.finish()
@@ -340,9 +343,7 @@ def encode_evaluation_keys(keys: EvaluationKeys, context: Context) -> Encoded:
 
 
 def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKeys:
-    reader = HeaderReader(envelope.header, "evaluation keys")
-    _check_bound(reader, context, "evaluation keys")
-    key_id = _read_tag(reader)
+    reader, key_id = _key_reader(envelope, context, "evaluation keys")
     has_relin = reader.boolean("relin")
     elements = reader.integers("galois")
     reader.finish()
@@ -382,9 +383,7 @@ def encode_secret_key(key: SecretKey, context: Context) -> Encoded:
 
 
 def decode_secret_key(envelope: Envelope, context: Context) -> SecretKey:
-    reader = HeaderReader(envelope.header, "secret key")
-    _check_bound(reader, context, "secret key")
-    key_id = _read_tag(reader)
+    reader, key_id = _key_reader(envelope, context, "secret key")
     reader.finish()
     params = context.params
     stored = _read_sections(envelope, {"coeffs": ((1, params.n), (SECRET_MODULUS,))})["coeffs"][0]
