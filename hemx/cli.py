@@ -100,6 +100,11 @@ def _cmd_bench_kernels(args) -> int:
     if "bconv" in suites:
         shapes = [(12, 28, 1 << 14)] if args.quick else kb.TAB_VI_SHAPES
         results += kb.bench_bconv(shapes, repeats=repeats, console=console)
+    if "layout" in suites:
+        kw = {"methods": methods} if methods else {}
+        lay_batches = [b for b in batches if b > 1] or [2]
+        results += kb.bench_layout(sets, batches=lay_batches, repeats=max(repeats, 3), max_elements=args.max_elements,
+                                   reduction=args.reduction, console=console, **kw)
     if "modred" in suites:
         results += kb.bench_modred((1,) if args.quick else (1, 2, 4, 8), set_name="B" if args.quick else "D",
                                    repeats=repeats, console=console)
@@ -212,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run benchmark suites")
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     k = bsub.add_parser("kernels", help="NTT, BAT, basis conversion and modular-reduction benchmarks")
-    k.add_argument("--suite", default="ntt,bat,bconv,modred", help="comma list of: ntt, bat, bconv, modred")
+    k.add_argument("--suite", default="ntt,bat,bconv,modred", help="comma list of: ntt, bat, bconv, modred, layout")
     k.add_argument("--sets", default="A,B,C,D", help="CROSS parameter sets for the NTT suite")
     k.add_argument("--methods", default="", help="NTT methods (default: all)")
     k.add_argument("--batches", default="1,2,4,8,16,32,64", help="batch sizes for the NTT suite")

@@ -7,6 +7,8 @@ Suites and what they reproduce:
 * ``bat``: exact ``(H x V) @ (V x W) mod q`` through BAT vs the sparse Toeplitz baseline, CROSS Tab. V shapes.
 * ``bconv``: basis conversion with BAT vs the element-wise baseline, CROSS Tab. VI shapes (N = 2^16).
 * ``modred``: Barrett vs Montgomery vs Shoup for VecModMul and for the NTT at set D (CROSS Fig. 13).
+* ``layout``: a batched NTT in the batch-major ``(B, L, N)`` layout of hemx's data against the limb-major
+  ``(L, B, N)`` one (native, and converted to and back), interleaved.
 
 NTT and BAT rows carry ``extra["work"]`` (int8 ops, modular multiplies, compulsory bytes; see
 :mod:`hemx.bench.roofline`), from which :func:`hemx.bench.roofline.annotate` derives the fraction of the
@@ -188,6 +190,87 @@ def bench_ntt_peers(
                                        kernel.transforms / tp.median_s, "NTT/s",
                                        {"ratio_to_hemx": tp.median_s / th.median_s, "interleaved": True}))
     return results
+
+
+LAYOUTS = ("bln", "lbn", "lbn_converted")
+
+
+def bench_layout(
+    sets: Iterable[str] = ("A", "B", "C", "D"),
+    methods: Iterable[str] = ("butterfly", "mat3"),
+    batches: Iterable[int] = (2, 4, 16),
+    *,
+    reduction: str = "shoup",
+    repeats: int = 5,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
+    console: Console | None = None,
+    seed: int = 0,
+) -> list[BenchResult]:
+    """Batch layout of a batched NTT: batch-major ``(B, L, N)`` against limb-major ``(L, B, N)``.
+
+    Three calls on the same residues, timed round-robin: ``bln`` (the layout of hemx's ciphertexts),
+    ``lbn`` (data already limb-major, ``ntt(..., limb_axis=0)``) and ``lbn_converted`` (batch-major data
+    transposed to limb-major, transformed, and transposed back: what a context would pay to use the other
+    layout inside one operation). The outputs are checked bit-identical. Batch 1 is skipped (both layouts
+    are the same array).
+    """
+    console = console or Console()
+    rng = np.random.default_rng(seed)
+    configs = [(CROSS_SETS[s.upper()], m, b) for s in sets for m in methods for b in batches if b > 1]
+    fwd = jax.jit(ntt_kernels.ntt)
+    fwd_lbn = jax.jit(partial(ntt_kernels.ntt, limb_axis=0))
+    converted = jax.jit(lambda x, plan: jnp.swapaxes(ntt_kernels.ntt(jnp.swapaxes(x, 0, 1), plan, limb_axis=0), 0, 1))
+    results: list[BenchResult] = []
+    with _progress(console) as prog:
+        task = prog.add_task("NTT layout", total=len(configs))
+        for ks, method, batch in configs:
+            prog.update(task, description=f"NTT layout set {ks.name} {method} batch {batch}")
+            params = {"set": ks.name, "n": ks.n, "limbs": ks.limbs, "batch": batch, "method": method,
+                      "reduction": reduction}
+            if batch * ks.limbs * ks.n > max_elements:
+                for name in LAYOUTS:
+                    results.append(BenchResult("layout", name, dict(params), None,
+                                               extra={"skipped": "over --max-elements"}))
+                prog.advance(task)
+                continue
+            qs = ntt_primes(28, ks.limbs, ks.n)
+            plan = jax.device_put(ntt_kernels.make_plan(ks.n, qs, method, reduction=reduction))
+            x = _random_residues(rng, (batch, ks.limbs, ks.n), qs)
+            xt = jnp.swapaxes(x, 0, 1).copy()
+            want = np.asarray(fwd(x, plan))
+            for name, got in (("lbn", np.swapaxes(np.asarray(fwd_lbn(xt, plan)), 0, 1)),
+                              ("lbn_converted", np.asarray(converted(x, plan)))):
+                if not np.array_equal(got, want):  # pragma: no cover - the tests hold this
+                    raise AssertionError(f"NTT layout {name} differs from (B, L, N) at set {ks.name} {method}")
+            times = time_interleaved({"bln": lambda: fwd(x, plan), "lbn": lambda: fwd_lbn(xt, plan),
+                                      "lbn_converted": lambda: converted(x, plan)}, repeats=repeats)
+            params["plan"] = plan.describe()
+            for name in LAYOUTS:
+                t = times[name]
+                results.append(BenchResult("layout", name, dict(params), t.median_s, t.min_s,
+                                           batch * ks.limbs / t.median_s, "NTT/s",
+                                           {"ratio_to_bln": t.median_s / times["bln"].median_s,
+                                            "interleaved": True}))
+            del x, xt
+            prog.advance(task)
+    return results
+
+
+def layout_rows(results: Sequence[BenchResult]) -> list[list]:
+    """One row per (set, method, batch): the three layouts' times and their ratios to ``(B, L, N)``."""
+    rows = []
+    for r in results:
+        if r.suite != "layout" or r.name != "bln":
+            continue
+        p = r.params
+        if r.median_s is None:
+            rows.append([p["set"], p["n"], p["limbs"], p["method"], p["batch"], None, None, None, None, None])
+            continue
+        other = {x.name: x for x in results if x.suite == "layout" and x.params == p}
+        lbn, conv = other["lbn"], other["lbn_converted"]
+        rows.append([p["set"], p["n"], p["limbs"], p["method"], p["batch"], r.median_s * 1e3, lbn.median_s * 1e3,
+                     lbn.extra["ratio_to_bln"], conv.median_s * 1e3, conv.extra["ratio_to_bln"]])
+    return rows
 
 
 def ntt_summary_rows(results: Sequence[BenchResult]) -> list[list]:
@@ -377,6 +460,10 @@ def print_report(results: Sequence[BenchResult], console: Console | None = None)
         render_table("NTT of one ciphertext's limbs, hemx vs peers (same run, interleaved; ratio > 1: hemx faster)",
                      ["set", "N", "peer", "limbs", "hemx K NTT/s", "peer K NTT/s", "peer/hemx time", "hemx plan"],
                      rows, console)
+    if "layout" in suites:
+        render_table("Batched NTT, batch-major (B, L, N) vs limb-major (L, B, N), interleaved (ratio < 1: faster)",
+                     ["set", "N", "limbs", "method", "batch", "(B,L,N) ms", "(L,B,N) ms", "ratio",
+                      "converted ms", "ratio"], layout_rows(results), console)
     if "bat" in suites:
         rows = []
         for r in results:
@@ -464,6 +551,7 @@ SUITES: dict[str, Callable[..., list[BenchResult]]] = {
     "bat": bench_bat,
     "bconv": bench_bconv,
     "modred": bench_modred,
+    "layout": bench_layout,
 }
 
 

@@ -28,7 +28,7 @@ matrix). Writing ``k_s = brv(k'_s)`` in the matrices' rows puts ``A_{brv(p)}`` a
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -406,29 +406,63 @@ def select_limb_dynamic(plan: NTTPlan, limb) -> NTTPlan:
     return _with_limb_tables(plan, lambda a: jax.lax.dynamic_slice_in_dim(a, limb, 1, axis=0), 1)
 
 
-def _check_data(x, plan: NTTPlan) -> None:
-    if x.ndim < 2 or x.shape[-2] != plan.num_limbs or x.shape[-1] != plan.n:
+class _Layout(NamedTuple):
+    """Where the limb axis sits in NTT data: ``lead + (L,) + mid + (N,)``.
+
+    ``limb_axis=-2`` (the default, batch-major ``(B, L, N)``) has ``mid = ()``; a limb-major batch
+    ``(L, B, N)`` has ``lead = ()`` and ``mid = (B,)``. Tables indexed by limb broadcast over ``mid`` with
+    :meth:`per_limb`.
+    """
+
+    lead: tuple[int, ...]
+    mid: tuple[int, ...]
+    nl: int
+    n: int
+
+    def shape(self, *tail: int) -> tuple[int, ...]:
+        """The data viewed as ``lead + (L,) + mid + tail``."""
+        return self.lead + (self.nl,) + self.mid + tail
+
+    def per_limb(self, a):
+        """A limb-indexed table ``(L, ...)`` reshaped to broadcast over ``mid``: ``(L,) + (1,)*len(mid) + ...``."""
+        return a.reshape((a.shape[0],) + (1,) * len(self.mid) + a.shape[1:])
+
+    @property
+    def mid_size(self) -> int:
+        return int(np.prod(self.mid, dtype=np.int64))
+
+
+def _layout(x, plan: NTTPlan, limb_axis: int) -> _Layout:
+    """Validate NTT data (uint32, limbs on ``limb_axis``, N last) and describe its layout."""
+    shape = tuple(x.shape)
+    if not isinstance(limb_axis, (int, np.integer)) or isinstance(limb_axis, bool):
+        raise ShapeError(f"limb_axis must be an integer axis, got {limb_axis!r}")
+    ax = int(limb_axis) + len(shape) if limb_axis < 0 else int(limb_axis)
+    if len(shape) < 2 or not 0 <= ax <= len(shape) - 2:
         raise ShapeError(
-            f"NTT data must be shaped (..., L, N) = (..., {plan.num_limbs}, {plan.n}); got {tuple(x.shape)}"
+            f"limb_axis {limb_axis} does not name an axis before the last (N) axis of data shaped {shape}"
         )
+    if shape[ax] != plan.num_limbs or shape[-1] != plan.n:
+        where = "(..., L, N)" if ax == len(shape) - 2 else f"L on axis {limb_axis} and N last"
+        raise ShapeError(f"NTT data must be shaped {where} with L = {plan.num_limbs}, N = {plan.n}; got {shape}")
     if x.dtype != jnp.uint32:
         raise ShapeError(f"NTT data must be uint32 residues, got dtype {x.dtype}")
+    return _Layout(shape[:ax], shape[ax + 1 : -1], plan.num_limbs, plan.n)
 
 
-def _run_stages(x, stages: tuple, plan: NTTPlan):
-    lead, n, nl = x.shape[:-2], plan.n, plan.num_limbs
-    t = plan.table
+def _run_stages(x, stages: tuple, plan: NTTPlan, lay: _Layout):
+    n, nl = plan.n, plan.num_limbs
+    tab = ModulusTable(*(lay.per_limb(f.reshape(nl, 1, 1)) for f in plan.table))
     for st in stages:
         if isinstance(st, MatrixStage):
-            v = st.mat.cols
-            y = bat.apply_known(x.reshape(lead + (nl, st.a, v, st.b)), st.mat)
-            x = y.reshape(lead + (nl, n))
+            v = st.mat.cols  # the mid axes are one more batch axis of the matrix product: fold them into A
+            y = bat.apply_known(x.reshape(lay.lead + (nl, lay.mid_size * st.a, v, st.b)), st.mat)
+            x = y.reshape(lay.shape(n))
         elif isinstance(st, TwiddleStage):
-            view = lead + (nl, st.d1, n // st.d1)
-            tab = ModulusTable(*(f.reshape(nl, 1, 1) for f in t))
-            x = mul_known(x.reshape(view), st.tw, tab, plan.reduction).reshape(lead + (nl, n))
+            tw = KnownOperand(*(lay.per_limb(f) for f in st.tw))
+            x = mul_known(x.reshape(lay.shape(st.d1, n // st.d1)), tw, tab, plan.reduction).reshape(lay.shape(n))
         elif isinstance(st, TransposeStage):
-            x = jnp.swapaxes(x.reshape(lead + (nl, st.r, st.c)), -1, -2).reshape(lead + (nl, n))
+            x = jnp.swapaxes(x.reshape(lay.shape(st.r, st.c)), -1, -2).reshape(lay.shape(n))
         elif isinstance(st, PermuteStage):
             x = jnp.take(x, st.perm, axis=-1)
         else:  # pragma: no cover - plans are built by make_plan only
@@ -436,59 +470,62 @@ def _run_stages(x, stages: tuple, plan: NTTPlan):
     return x
 
 
-def _stage_twiddle(tw: KnownOperand, lo: int, hi: int) -> KnownOperand:
-    return KnownOperand(*(f[:, lo:hi, None] for f in tw))
+def _stage_twiddle(tw: KnownOperand, lo: int, hi: int, lay: _Layout) -> KnownOperand:
+    return KnownOperand(*(lay.per_limb(f[:, lo:hi, None]) for f in tw))
 
 
-def _butterfly_forward(x, plan: NTTPlan):
-    lead, n, nl = x.shape[:-2], plan.n, plan.num_limbs
-    t = plan.table
-    tab = ModulusTable(*(f.reshape(nl, 1, 1) for f in t))
+def _butterfly_forward(x, plan: NTTPlan, lay: _Layout):
+    n, nl = plan.n, plan.num_limbs
+    tab = ModulusTable(*(lay.per_limb(f.reshape(nl, 1, 1)) for f in plan.table))
     q = tab.q
     m = 1
     while m < n:
         half = n // (2 * m)
-        y = x.reshape(lead + (nl, m, 2, half))
+        y = x.reshape(lay.shape(m, 2, half))
         u, v = y[..., 0, :], y[..., 1, :]
-        v = mul_known(v, _stage_twiddle(plan.butterfly.fwd, m, 2 * m), tab, plan.reduction)
-        x = jnp.stack([add_mod(u, v, q), sub_mod(u, v, q)], axis=-2).reshape(lead + (nl, n))
+        v = mul_known(v, _stage_twiddle(plan.butterfly.fwd, m, 2 * m, lay), tab, plan.reduction)
+        x = jnp.stack([add_mod(u, v, q), sub_mod(u, v, q)], axis=-2).reshape(lay.shape(n))
         m *= 2
     return x
 
 
-def _butterfly_inverse(x, plan: NTTPlan):
-    lead, n, nl = x.shape[:-2], plan.n, plan.num_limbs
-    t = plan.table
-    tab = ModulusTable(*(f.reshape(nl, 1, 1) for f in t))
+def _butterfly_inverse(x, plan: NTTPlan, lay: _Layout):
+    n, nl = plan.n, plan.num_limbs
+    tab = ModulusTable(*(lay.per_limb(f.reshape(nl, 1, 1)) for f in plan.table))
     q = tab.q
     bt = plan.butterfly
     m = n // 2
     while m >= 1:
         half = n // (2 * m)
-        y = x.reshape(lead + (nl, m, 2, half))
+        y = x.reshape(lay.shape(m, 2, half))
         u, v = y[..., 0, :], y[..., 1, :]
         s, d = add_mod(u, v, q), sub_mod(u, v, q)
         if m == 1:  # fold the 1/N scaling into the last stage
-            s = mul_known(s, KnownOperand(*(f[:, :, None] for f in bt.ninv)), tab, plan.reduction)
-            d = mul_known(d, _stage_twiddle(bt.inv_last, 1, 2), tab, plan.reduction)
+            s = mul_known(s, KnownOperand(*(lay.per_limb(f[:, :, None]) for f in bt.ninv)), tab, plan.reduction)
+            d = mul_known(d, _stage_twiddle(bt.inv_last, 1, 2, lay), tab, plan.reduction)
         else:
-            d = mul_known(d, _stage_twiddle(bt.inv, m, 2 * m), tab, plan.reduction)
-        x = jnp.stack([s, d], axis=-2).reshape(lead + (nl, n))
+            d = mul_known(d, _stage_twiddle(bt.inv, m, 2 * m, lay), tab, plan.reduction)
+        x = jnp.stack([s, d], axis=-2).reshape(lay.shape(n))
         m //= 2
     return x
 
 
-def ntt(x, plan: NTTPlan):
-    """Forward negacyclic NTT of uint32 ``(..., L, N)`` residues; output in bit-reversed order."""
-    _check_data(x, plan)
+def ntt(x, plan: NTTPlan, limb_axis: int = -2):
+    """Forward negacyclic NTT of uint32 residues; output in bit-reversed order, same shape.
+
+    ``x`` is ``(..., L, N)`` by default (batch-major). ``limb_axis`` puts the limbs elsewhere before the last
+    axis, e.g. ``limb_axis=0`` for a limb-major batch ``(L, B, N)`` (every limb's tables then serve its B
+    polynomials in one pass; the result is bit-identical to transforming the transposed batch).
+    """
+    lay = _layout(x, plan, limb_axis)
     if plan.method == "butterfly":
-        return _butterfly_forward(x, plan)
-    return _run_stages(x, plan.forward, plan)
+        return _butterfly_forward(x, plan, lay)
+    return _run_stages(x, plan.forward, plan, lay)
 
 
-def intt(x, plan: NTTPlan):
+def intt(x, plan: NTTPlan, limb_axis: int = -2):
     """Inverse of :func:`ntt` (input in bit-reversed order, output coefficients in natural order)."""
-    _check_data(x, plan)
+    lay = _layout(x, plan, limb_axis)
     if plan.method == "butterfly":
-        return _butterfly_inverse(x, plan)
-    return _run_stages(x, plan.inverse, plan)
+        return _butterfly_inverse(x, plan, lay)
+    return _run_stages(x, plan.inverse, plan, lay)
