@@ -417,7 +417,6 @@ class _Layout(NamedTuple):
     lead: tuple[int, ...]
     mid: tuple[int, ...]
     nl: int
-    n: int
 
     def shape(self, *tail: int) -> tuple[int, ...]:
         """The data viewed as ``lead + (L,) + mid + tail``."""
@@ -430,6 +429,10 @@ class _Layout(NamedTuple):
     @property
     def mid_size(self) -> int:
         return int(np.prod(self.mid, dtype=np.int64))
+
+    def modulus_table(self, plan: NTTPlan) -> ModulusTable:
+        """The plan's modulus constants shaped to broadcast over ``mid`` and two trailing axes."""
+        return ModulusTable(*(self.per_limb(f.reshape(self.nl, 1, 1)) for f in plan.table))
 
 
 def _layout(x, plan: NTTPlan, limb_axis: int) -> _Layout:
@@ -447,12 +450,12 @@ def _layout(x, plan: NTTPlan, limb_axis: int) -> _Layout:
         raise ShapeError(f"NTT data must be shaped {where} with L = {plan.num_limbs}, N = {plan.n}; got {shape}")
     if x.dtype != jnp.uint32:
         raise ShapeError(f"NTT data must be uint32 residues, got dtype {x.dtype}")
-    return _Layout(shape[:ax], shape[ax + 1 : -1], plan.num_limbs, plan.n)
+    return _Layout(shape[:ax], shape[ax + 1 : -1], plan.num_limbs)
 
 
 def _run_stages(x, stages: tuple, plan: NTTPlan, lay: _Layout):
     n, nl = plan.n, plan.num_limbs
-    tab = ModulusTable(*(lay.per_limb(f.reshape(nl, 1, 1)) for f in plan.table))
+    tab = lay.modulus_table(plan)
     for st in stages:
         if isinstance(st, MatrixStage):
             v = st.mat.cols  # the mid axes are one more batch axis of the matrix product: fold them into A
@@ -475,8 +478,8 @@ def _stage_twiddle(tw: KnownOperand, lo: int, hi: int, lay: _Layout) -> KnownOpe
 
 
 def _butterfly_forward(x, plan: NTTPlan, lay: _Layout):
-    n, nl = plan.n, plan.num_limbs
-    tab = ModulusTable(*(lay.per_limb(f.reshape(nl, 1, 1)) for f in plan.table))
+    n = plan.n
+    tab = lay.modulus_table(plan)
     q = tab.q
     m = 1
     while m < n:
@@ -490,8 +493,8 @@ def _butterfly_forward(x, plan: NTTPlan, lay: _Layout):
 
 
 def _butterfly_inverse(x, plan: NTTPlan, lay: _Layout):
-    n, nl = plan.n, plan.num_limbs
-    tab = ModulusTable(*(lay.per_limb(f.reshape(nl, 1, 1)) for f in plan.table))
+    n = plan.n
+    tab = lay.modulus_table(plan)
     q = tab.q
     bt = plan.butterfly
     m = n // 2
