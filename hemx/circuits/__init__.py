@@ -1,0 +1,29 @@
+"""Circuits on CKKS ciphertexts, written once against one evaluator protocol.
+
+* :class:`LinearTransform` / :func:`linear_transform`: plaintext matrices on slot vectors (baby-step/giant-step,
+  hoisted rotations);
+* :func:`evaluate_polynomial`, :func:`chebyshev_coefficients`, :func:`polynomial_depth`: polynomials in the power
+  or Chebyshev basis with exact scale management;
+* :class:`CKKSEvaluator` (a context and its keys) and :class:`SlotSimulator` (cleartext slot vectors with the same
+  level and scale accounting) implement :class:`Evaluator`; every circuit runs on both.
+
+Layer: above :mod:`hemx.ckks`, below :mod:`hemx.apps`.
+"""
+
+from hemx.circuits.evaluator import (
+    CKKSEvaluator,
+    Evaluator,
+    SimCiphertext,
+    SimPlaintext,
+    SlotSimulator,
+    as_evaluator,
+    block_until_ready,
+)
+from hemx.circuits.lintrans import LinearTransform, bsgs_split, diagonals, linear_transform
+from hemx.circuits.polynomial import chebyshev_coefficients, evaluate_polynomial, polynomial_depth
+
+__all__ = [
+    "Evaluator", "CKKSEvaluator", "SlotSimulator", "SimCiphertext", "SimPlaintext", "as_evaluator",
+    "block_until_ready", "LinearTransform", "linear_transform", "diagonals", "bsgs_split",
+    "evaluate_polynomial", "chebyshev_coefficients", "polynomial_depth",
+]
