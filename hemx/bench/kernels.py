@@ -546,7 +546,14 @@ def plot_kernels(results: Sequence[BenchResult], path: str) -> str:
     return path
 
 
+def _bench_native(**kw) -> list[BenchResult]:
+    from hemx.bench.native import bench_native  # noqa: PLC0415 - optional library
+
+    return bench_native(**kw)
+
+
 SUITES: dict[str, Callable[..., list[BenchResult]]] = {
+    "native": _bench_native,
     "ntt": bench_ntt,
     "bat": bench_bat,
     "bconv": bench_bconv,

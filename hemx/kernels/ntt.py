@@ -16,6 +16,7 @@ Methods (all exact, batched over leading axes and limbs; data ``(..., L, N)`` ui
   the data already is), and the bit-reversal permutations are folded into the matrices' rows offline.
 * ``multilevel``: the same layout-invariant scheme recursively, over small radices (WarpDrive-style, radix 16
   by default): ``N = n_1 * ... * n_t`` and one ``n_s``-point BAT matmul per level.
+* ``native``: the butterfly's tables run by the C++ kernels of :mod:`hemx.kernels.native` (XLA FFI, CPU).
 
 Derivation of the layout-invariant scheme (``j = sum_s j_s S_s`` with ``S_s = prod_{u>s} n_u``, output
 ``k = sum_s k_s P_s`` with ``P_s = prod_{u<s} n_u``): only the terms ``u <= s`` of ``j_s S_s k_u P_u`` survive
@@ -34,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hemx.errors import ModulusError, ParameterError, ShapeError
+from hemx.errors import BackendError, ModulusError, ParameterError, ShapeError
 from hemx.kernels import bat
 from hemx.kernels.modarith import (
     REDUCTIONS,
@@ -49,6 +50,10 @@ from hemx.kernels.modarith import (
 from hemx.nt import bit_reverse_permutation, log2_exact, primitive_2nth_root, is_prime
 
 METHODS: tuple[str, ...] = ("butterfly", "four_step", "mat3", "multilevel")
+#: The C++ radix-2/4 butterfly of :mod:`hemx.kernels.native` (XLA FFI, CPU only, optional at install): the
+#: butterfly method's tables and results, run natively. Kept out of :data:`METHODS` (the JAX methods).
+NATIVE_METHOD = "native"
+ALL_METHODS: tuple[str, ...] = METHODS + (NATIVE_METHOD,)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -218,7 +223,7 @@ class NTTPlan:
 
     def describe(self) -> str:
         parts = f" split={'x'.join(map(str, self.split))}" if self.split else ""
-        bp = f" bp={self.bp}" if self.method != "butterfly" else ""
+        bp = f" bp={self.bp}" if self.method not in ("butterfly", NATIVE_METHOD) else ""
         return f"{self.method}{parts}{bp} reduction={self.reduction}"
 
 
@@ -332,7 +337,8 @@ def make_plan(
     Args:
         n: ring degree N (power of two).
         moduli: L distinct primes ``q = 1 mod 2N`` below 2^31.
-        method: one of :data:`METHODS`.
+        method: one of :data:`METHODS`, or ``"native"`` (the butterfly's tables for the C++ kernels of
+            :mod:`hemx.kernels.native`; raises BackendError when they are unavailable here).
         reduction: "shoup", "montgomery" or "barrett" for the twiddle products (BAT merges use Montgomery
             when it is chosen, Barrett otherwise).
         bp: BAT chunk width (matrix methods).
@@ -340,14 +346,19 @@ def make_plan(
         max_radix: largest radix when ``split`` is not given (multilevel).
     """
     qs = check_ntt_moduli(n, moduli)
-    if method not in METHODS:
-        raise ParameterError(f"unknown NTT method {method!r}; choose one of {METHODS}")
+    if method not in ALL_METHODS:
+        raise ParameterError(f"unknown NTT method {method!r}; choose one of {ALL_METHODS}")
+    if method == NATIVE_METHOD:
+        from hemx.kernels import native  # noqa: PLC0415 - optional, loads the library
+
+        if not native.available():
+            raise BackendError(f"NTT method 'native' unavailable: {native.reason()}")
     if reduction not in REDUCTIONS:
         raise ParameterError(f"unknown reduction {reduction!r}; choose one of {REDUCTIONS}")
     bp = bat.check_bp(bp)
     powers = np.stack([psi_powers(n, q) for q in qs])
     table = make_modulus_table(qs)
-    if method == "butterfly":
+    if method in ("butterfly", NATIVE_METHOD):
         return NTTPlan(table, (), (), _butterfly_tables(powers, n, qs), method, n, len(qs), reduction, bp, ())
     if split is None:
         split = default_split(n) if method in ("mat3", "four_step") else default_radices(n, max_radix)
@@ -520,6 +531,10 @@ def ntt(x, plan: NTTPlan, limb_axis: int = -2):
     axis, e.g. ``limb_axis=0`` for a limb-major batch ``(L, B, N)`` (every limb's tables then serve its B
     polynomials in one pass; the result is bit-identical to transforming the transposed batch).
     """
+    if plan.method == NATIVE_METHOD:
+        from hemx.kernels import native  # noqa: PLC0415
+
+        return native.ntt(x, plan, limb_axis)
     lay = _layout(x, plan, limb_axis)
     if plan.method == "butterfly":
         return _butterfly_forward(x, plan, lay)
@@ -528,6 +543,10 @@ def ntt(x, plan: NTTPlan, limb_axis: int = -2):
 
 def intt(x, plan: NTTPlan, limb_axis: int = -2):
     """Inverse of :func:`ntt` (input in bit-reversed order, output coefficients in natural order)."""
+    if plan.method == NATIVE_METHOD:
+        from hemx.kernels import native  # noqa: PLC0415
+
+        return native.intt(x, plan, limb_axis)
     lay = _layout(x, plan, limb_axis)
     if plan.method == "butterfly":
         return _butterfly_inverse(x, plan, lay)

@@ -65,7 +65,7 @@ def _environment() -> tuple:
 
     import jax
 
-    import hemx
+    from hemx._version import __version__
 
     devices = jax.devices()
     try:
@@ -79,13 +79,16 @@ def _environment() -> tuple:
         ("host", f"{cpu_model()} x{os.cpu_count()}"),
         ("jax", jax.__version__),
         ("jaxlib", jaxlib_version),
-        ("hemx", hemx.__version__),
+        ("hemx", __version__),
     )
 
 
 def environment_key() -> dict[str, Any]:
-    """Backend, device kind, host and library versions: the machine half of every cache key (read once)."""
-    return dict(_environment())
+    """Backend, device kind, host and library versions, and the native library's build (a hash of the file,
+    "none" when it is unavailable or disabled): the machine half of every cache key."""
+    from hemx.kernels import native  # noqa: PLC0415 - optional library, loaded once
+
+    return dict(_environment(), native=native.build_id())
 
 
 def entry_key(shape: dict[str, Any], env: dict[str, Any] | None = None) -> str:

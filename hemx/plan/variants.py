@@ -23,6 +23,10 @@ from hemx.kernels.modarith import REDUCTIONS
 from hemx.nt import log2_exact
 
 NTT_METHODS: tuple[str, ...] = ntt_kernels.METHODS
+#: The native C++ NTT (hemx.kernels.native): a candidate only where its library is available; reduction Shoup.
+NATIVE_METHOD = ntt_kernels.NATIVE_METHOD
+ALL_METHODS: tuple[str, ...] = ntt_kernels.ALL_METHODS
+NO_SPLIT_METHODS = ("butterfly", NATIVE_METHOD)
 DATAFLOWS: tuple[str, ...] = ("mp", "dc", "oc")
 MATRIX_METHODS = ("four_step", "mat3", "multilevel")
 
@@ -56,18 +60,20 @@ class NTTVariant:
     bp: int = bat.DEFAULT_BP
 
     def __post_init__(self):
-        if self.method not in NTT_METHODS:
-            raise ParameterError(f"unknown NTT method {self.method!r}; choose one of {NTT_METHODS}")
+        if self.method not in ALL_METHODS:
+            raise ParameterError(f"unknown NTT method {self.method!r}; choose one of {ALL_METHODS}")
         if self.reduction not in REDUCTIONS:
             raise ParameterError(f"unknown reduction {self.reduction!r}; choose one of {REDUCTIONS}")
+        if self.method == NATIVE_METHOD and self.reduction != "shoup":
+            raise ParameterError("the native NTT uses Shoup products only (reduction='shoup')")
         object.__setattr__(self, "split", tuple(int(s) for s in self.split))
         object.__setattr__(self, "bp", bat.check_bp(self.bp))
 
     @property
     def label(self) -> str:
         """Short readable name, e.g. ``mat3 256x256 bp8 / shoup`` or ``butterfly / shoup``."""
-        if self.method == "butterfly":
-            return f"butterfly / {self.reduction}"
+        if self.method in NO_SPLIT_METHODS:
+            return f"{self.method} / {self.reduction}"
         return f"{self.method} {'x'.join(map(str, self.split))} bp{self.bp} / {self.reduction}"
 
     def ring_kwargs(self) -> dict:
@@ -96,8 +102,8 @@ class Constraints:
     bp: int | None = None
 
     def __post_init__(self):
-        if self.method is not None and self.method not in NTT_METHODS:
-            raise ParameterError(f"unknown NTT method {self.method!r}; choose one of {NTT_METHODS}")
+        if self.method is not None and self.method not in ALL_METHODS:
+            raise ParameterError(f"unknown NTT method {self.method!r}; choose one of {ALL_METHODS}")
         if self.reduction is not None and self.reduction not in REDUCTIONS:
             raise ParameterError(f"unknown reduction {self.reduction!r}; choose one of {REDUCTIONS}")
         if self.split is not None:
@@ -109,15 +115,15 @@ class Constraints:
         """True when ``v`` agrees with every forced field."""
         return ((self.method is None or v.method == self.method)
                 and (self.reduction is None or v.reduction == self.reduction)
-                and (self.split is None or v.method == "butterfly" or v.split == self.split)
-                and (self.bp is None or v.method == "butterfly" or v.bp == self.bp))
+                and (self.split is None or v.method in NO_SPLIT_METHODS or v.split == self.split)
+                and (self.bp is None or v.method in NO_SPLIT_METHODS or v.bp == self.bp))
 
     @property
     def complete(self) -> bool:
         """Everything that matters is forced: nothing is left to plan."""
         if self.method is None or self.reduction is None:
             return False
-        return self.method == "butterfly" or (self.split is not None and self.bp is not None)
+        return self.method in NO_SPLIT_METHODS or (self.split is not None and self.bp is not None)
 
 
 def static_default(backend: str) -> tuple[str, str]:
@@ -127,7 +133,7 @@ def static_default(backend: str) -> tuple[str, str]:
 
 def default_split(method: str, n: int) -> tuple[int, ...]:
     """The split ``make_plan`` would use for ``method`` at ring degree ``n``."""
-    if method == "butterfly":
+    if method in NO_SPLIT_METHODS:
         return ()
     if method in ("mat3", "four_step"):
         return tuple(ntt_kernels.default_split(n))
@@ -136,14 +142,25 @@ def default_split(method: str, n: int) -> tuple[int, ...]:
 
 def make_variant(method: str, reduction: str, n: int, c: Constraints) -> NTTVariant:
     """The variant of ``method`` with ``reduction`` and the forced (else default) split and bp."""
-    if method == "butterfly":
+    if method in NO_SPLIT_METHODS:
         return NTTVariant(method, reduction)
     split = c.split if c.split is not None else default_split(method, n)
     return NTTVariant(method, reduction, split, c.bp if c.bp is not None else bat.DEFAULT_BP)
 
 
+def native_available() -> bool:
+    """True when the native NTT can run here (``hemx.kernels.native.available()``)."""
+    from hemx.kernels import native  # noqa: PLC0415 - loads the optional library once
+
+    return native.available()
+
+
 def family_candidates(n: int, c: Constraints, backend: str) -> list[NTTVariant]:
-    """Round one: one variant per allowed method, the static default first (it is always measured)."""
+    """Round one: one variant per allowed method, the static default first (it is always measured).
+
+    The native NTT joins last where its library is available, unless the constraints exclude it (a forced
+    split, or a forced reduction other than Shoup).
+    """
     default_method, default_reduction = static_default(backend)
     reduction = c.reduction or default_reduction
     methods = [c.method] if c.method else [default_method] + [m for m in NTT_METHODS if m != default_method]
@@ -151,7 +168,11 @@ def family_candidates(n: int, c: Constraints, backend: str) -> list[NTTVariant]:
         methods = [m for m in methods if _split_fits(m, c.split, n)]
     if not methods:
         raise ParameterError(f"no NTT method accepts the split {c.split} at N = {n}")
-    return [make_variant(m, reduction, n, c) for m in methods]
+    out = [make_variant(m, "shoup" if m == NATIVE_METHOD else reduction, n, c) for m in methods]
+    if (c.method is None and c.split is None and c.reduction in (None, "shoup") and backend == "cpu"
+            and native_available()):
+        out.append(make_variant(NATIVE_METHOD, "shoup", n, c))
+    return out
 
 
 def _split_fits(method: str, split: tuple[int, ...], n: int) -> bool:
@@ -184,6 +205,8 @@ def refinements(best: NTTVariant, n: int, c: Constraints) -> list[NTTVariant]:
     radix 8 / 32 for multilevel) and a narrower chunk width.
     """
     out: list[NTTVariant] = []
+    if best.method == NATIVE_METHOD:  # one configuration: nothing to refine
+        return out
     if c.reduction is None:
         out += [dataclasses.replace(best, reduction=r) for r in REDUCTIONS if r != best.reduction]
     if best.method in MATRIX_METHODS:
@@ -257,7 +280,7 @@ def check_ring_degree(n: int) -> int:
 
 
 __all__ = [
-    "NTTVariant", "Constraints", "NTT_METHODS", "DATAFLOWS", "STATIC_DEFAULTS", "static_default", "default_split",
+    "NTTVariant", "Constraints", "NTT_METHODS", "ALL_METHODS", "NATIVE_METHOD", "native_available", "DATAFLOWS", "STATIC_DEFAULTS", "static_default", "default_split",
     "make_variant", "family_candidates", "refinements", "split_candidates", "keyswitch_working_set",
     "memory_budget_bytes", "choose_dataflow", "check_ring_degree",
 ]

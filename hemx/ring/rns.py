@@ -53,7 +53,8 @@ class RNSRing:
     Args:
         n: ring degree N, a power of two.
         moduli: L distinct primes ``q = 1 mod 2N`` below 2^31 (``hemx.nt.ntt_primes`` finds them).
-        ntt: "butterfly", "four_step", "mat3" or "multilevel".
+        ntt: "butterfly", "four_step", "mat3", "multilevel", or "native" (the butterfly in C++ through XLA's
+            FFI, CPU only; BackendError when ``hemx.kernels.native.available()`` is False).
         reduction: "shoup", "montgomery" or "barrett" for products by known constants (twiddles).
         bp: BAT chunk width for the matrix methods (2..8).
         split: ``(R, C)`` for mat3 / four_step, or the radix list for multilevel; default chosen per N.

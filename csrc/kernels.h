@@ -1,0 +1,105 @@
+// hemx native kernels: the per-instruction-set entry points and how ffi.cc picks them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#define HEMX_CAT2(a, b) a##b
+#define HEMX_CAT(a, b) HEMX_CAT2(a, b)
+#define HEMX_STR2(a) #a
+#define HEMX_STR(a) HEMX_STR2(a)
+
+namespace hemx {
+
+// One polynomial (n residues, one modulus q < 2^31) per call; in place. Tables are one limb's rows of the
+// Python-side ButterflyTables (see ntt_impl.h for the convention).
+struct Kernels {
+  const char* name = nullptr;
+  size_t width = 1;  // SIMD lanes; the transforms need n >= 2 * width (ffi.cc falls back to scalar below)
+  void (*forward)(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws) = nullptr;
+  // scal = {1/N, shoup(1/N), psi^-1/N, shoup(psi^-1/N)}
+  void (*inverse)(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws,
+                  const uint32_t* scal) = nullptr;
+  void (*mul_shoup)(uint32_t* out, const uint32_t* a, const uint32_t* w, const uint32_t* ws, size_t n,
+                    uint32_t q) = nullptr;
+  uint64_t (*butterfly_probe)(uint32_t* a, size_t n, uint32_t q, uint32_t w, uint32_t ws, uint64_t reps) = nullptr;
+};
+
+Kernels kernels_scalar();
+Kernels kernels_avx2();
+Kernels kernels_avx512();
+
+// Scalar traits (one lane) and the generic tails. Internal linkage (anonymous namespace / static): each
+// translation unit is compiled with its own -m flags, so none may share an out-of-line copy with another.
+namespace {
+struct ScalarV {
+  using reg = uint32_t;
+  static constexpr size_t W = 1;
+  static inline reg load(const uint32_t* p) { return *p; }
+  static inline void store(uint32_t* p, reg v) { *p = v; }
+  static inline reg set1(uint32_t v) { return v; }
+  static inline reg add(reg a, reg b) { return a + b; }
+  static inline reg sub(reg a, reg b) { return a - b; }
+  static inline reg min(reg a, reg b) { return a < b ? a : b; }
+  static inline reg mullo(reg a, reg b) { return a * b; }
+  static inline reg mulhi(reg a, reg b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
+};
+}  // namespace
+
+// Generic tails: the stages whose half-width h is below the SIMD width, one lane at a time.
+namespace tail {
+static inline uint32_t csub(uint32_t x, uint32_t c) { return x >= c ? x - c : x; }
+static inline uint32_t mul_lazy(uint32_t a, uint32_t w, uint32_t ws, uint32_t q) {
+  uint32_t hi = (uint32_t)(((uint64_t)a * ws) >> 32);
+  return a * w - hi * q;
+}
+// forward stages (m, h), (2m, h/2), ..., (n/2, 1) then the final reduction to [0, q)
+template <bool Lazy>
+static void forward(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws, size_t m, size_t h) {
+  const uint32_t q2 = 2 * q;
+  for (; h >= 1; m *= 2, h /= 2) {
+    for (size_t i = 0; i < m; ++i) {
+      const uint32_t wi = w[m + i], si = ws[m + i];
+      uint32_t* p = a + 2 * i * h;
+      for (size_t j = 0; j < h; ++j) {
+        uint32_t x = p[j], y = p[j + h];
+        if (Lazy) {
+          x = csub(x, q2);
+          uint32_t t = mul_lazy(y, wi, si, q);
+          p[j] = x + t, p[j + h] = x - t + q2;
+        } else {
+          x = csub(x, q);
+          uint32_t t = csub(mul_lazy(y, wi, si, q), q);
+          p[j] = x + t, p[j + h] = x - t + q;
+        }
+      }
+    }
+  }
+  for (size_t j = 0; j < n; ++j) a[j] = csub(Lazy ? csub(a[j], q2) : a[j], q);
+}
+// inverse stages (n/2, 1), ..., while h < hmax; returns the next h
+template <bool Lazy>
+static size_t inverse(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws, size_t hmax) {
+  const uint32_t q2 = 2 * q;
+  size_t h = 1;
+  for (size_t m = n / 2; h < hmax; m /= 2, h *= 2) {
+    for (size_t i = 0; i < m; ++i) {
+      const uint32_t wi = w[m + i], si = ws[m + i];
+      uint32_t* p = a + 2 * i * h;
+      for (size_t j = 0; j < h; ++j) {
+        uint32_t x = p[j], y = p[j + h];
+        if (Lazy) {
+          p[j] = csub(x + y, q2);
+          p[j + h] = mul_lazy(x - y + q2, wi, si, q);
+        } else {
+          p[j] = csub(x + y, q);
+          p[j + h] = csub(mul_lazy(x - y + q, wi, si, q), q);
+        }
+      }
+    }
+  }
+  return h;
+}
+}  // namespace tail
+
+}  // namespace hemx

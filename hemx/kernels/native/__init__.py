@@ -1,0 +1,256 @@
+"""Native CPU kernels (C++ in ``csrc/``) as XLA FFI custom calls: the same signatures as the JAX kernels.
+
+The shared library ``_hemx_native.so`` is built by ``pip install`` when a C++ compiler and jaxlib's XLA FFI
+headers are present (optional: without it hemx runs the JAX kernels). Its kernels are registered with
+``jax.ffi.register_ffi_target(..., platform="cpu")`` and called through ``jax.ffi.ffi_call``, so they work
+inside ``jax.jit`` and under ``jax.vmap``, and run on the thread pool XLA gives custom calls (each
+``(batch, limb)`` polynomial is one unit of work). The library picks AVX-512, AVX2 or portable code when it
+loads (``isa()``).
+
+* :func:`available` / :func:`reason`: whether the library is usable here, and why not (``HEMX_NATIVE=0``
+  disables it; so does a missing build or a non-CPU default backend).
+* :func:`ntt` / :func:`intt`: forward / inverse negacyclic NTT, ``(..., L, N)`` uint32, bit-identical to
+  :func:`hemx.kernels.ntt.ntt` / :func:`~hemx.kernels.ntt.intt` with the butterfly tables of the plan (which
+  must be a ``"butterfly"`` or ``"native"`` plan), same bit-reversed NTT-domain order.
+* :func:`mul_shoup`: ``a * w mod q`` for a known operand (the roofline's streaming probe).
+* :func:`butterfly_probe`: in-L1 lazy butterflies (the roofline's compute probe).
+* :func:`build_id`: a hash of the loaded library (the planner's wisdom keys on it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hemx.errors import BackendError, ParameterError, ShapeError
+
+LIB_NAME = "_hemx_native.so"
+ENV = "HEMX_NATIVE"
+ISAS: tuple[str, ...] = ("avx512", "avx2", "scalar")
+_TARGETS = {
+    "hemx_ntt_forward": "HemxNttForward",
+    "hemx_ntt_inverse": "HemxNttInverse",
+    "hemx_mul_shoup": "HemxMulShoup",
+    "hemx_butterfly_probe": "HemxButterflyProbe",
+}
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def library_path() -> str:
+    """Where the library is looked for (``$HEMX_NATIVE_LIB``, else next to this file)."""
+    return os.environ.get("HEMX_NATIVE_LIB") or os.path.join(os.path.dirname(os.path.abspath(__file__)), LIB_NAME)
+
+
+def _disabled_by_env() -> bool:
+    return os.environ.get(ENV, "").strip().lower() in ("0", "off", "false", "no")
+
+
+def _load() -> tuple[ctypes.CDLL | None, str]:
+    """Load and register the library once per path; returns (library or None, reason when None)."""
+    path = library_path()
+    with _lock:
+        if path in _state:
+            return _state[path]
+        if not os.path.isfile(path):
+            result = (None, f"native library not built ({path} missing; reinstall with a C++ compiler: "
+                            "pip install --no-deps -e .)")
+        else:
+            try:
+                lib = ctypes.CDLL(path)
+                lib.hemx_native_isa.restype = ctypes.c_char_p
+                lib.hemx_native_set_isa.argtypes = [ctypes.c_char_p]
+                lib.hemx_native_set_isa.restype = ctypes.c_int
+                lib.hemx_native_set_max_threads.argtypes = [ctypes.c_int]
+                for target, symbol in _TARGETS.items():
+                    jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
+                result = (lib, "")
+            except (OSError, AttributeError, RuntimeError, ValueError) as exc:
+                result = (None, f"native library {path} failed to load: {type(exc).__name__}: {exc}")
+        _state[path] = result
+        return result
+
+
+def reason() -> str:
+    """Why the native kernels are not used ("" when they are available)."""
+    if _disabled_by_env():
+        return f"disabled by {ENV}={os.environ.get(ENV)}"
+    lib, why = _load()
+    if lib is None:
+        return why
+    if jax.default_backend() != "cpu":
+        return f"the default JAX backend is {jax.default_backend()!r}; the native kernels are CPU-only"
+    return ""
+
+
+def available() -> bool:
+    """True when the native kernels can run here (library loaded, CPU backend, not disabled)."""
+    return reason() == ""
+
+
+def _lib() -> ctypes.CDLL:
+    why = reason()
+    if why:
+        raise BackendError(f"hemx native kernels unavailable: {why}")
+    return _load()[0]
+
+
+def isa() -> str:
+    """The instruction set the library runs ("avx512", "avx2" or "scalar")."""
+    return _lib().hemx_native_isa().decode()
+
+
+def set_isa(name: str) -> str:
+    """Force the instruction set ("avx512", "avx2", "scalar" or "auto"); returns the one now active.
+
+    For tests and benchmarks: every path is bit-identical. Raises ParameterError for one this CPU lacks.
+    """
+    if name not in ISAS + ("auto",):
+        raise ParameterError(f"unknown instruction set {name!r}; choose one of {ISAS + ('auto',)}")
+    lib = _lib()
+    if lib.hemx_native_set_isa(name.encode()) != 0:
+        raise ParameterError(f"this CPU cannot run the {name} kernels")
+    return isa()
+
+
+def set_max_threads(count: int) -> None:
+    """Cap the threads one native call uses (0: the size of XLA's CPU thread pool)."""
+    if not isinstance(count, (int, np.integer)) or count < 0:
+        raise ParameterError(f"thread cap must be a non-negative integer, got {count!r}")
+    _lib().hemx_native_set_max_threads(int(count))
+
+
+@functools.lru_cache(maxsize=None)
+def _file_hash(path: str, mtime: float, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def build_id() -> str:
+    """A short hash of the library file, or "none" when the native kernels are unavailable."""
+    if not available():
+        return "none"
+    path = library_path()
+    st = os.stat(path)
+    return _file_hash(path, st.st_mtime, st.st_size)
+
+
+def describe() -> str:
+    """One line for ``hemx info``: which NTT path is active and why."""
+    why = reason()
+    if why:
+        return f"off ({why}); the JAX kernels are used"
+    return f"on ({isa()}, build {build_id()}, {library_path()})"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the custom calls (batched over leading axes; vmap maps onto the same call)
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _call(target: str, x, *tables):
+    return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape, x.dtype), input_output_aliases={0: 0})(x, *tables)
+
+
+def _batched_rule(fn):
+    """vmap rule: a batched ``x`` with shared tables is one bigger call (leading axes are batch axes of the
+    kernel); batched tables (different moduli per batch member) map the call over the batch."""
+
+    def rule(axis_size, in_batched, x, *tables):
+        if not any(in_batched[1:]):
+            if not in_batched[0]:
+                x = jnp.broadcast_to(x, (axis_size,) + x.shape)
+            return fn(x, *tables), True
+        args = [a if b else jnp.broadcast_to(a, (axis_size,) + a.shape) for a, b in zip((x,) + tables, in_batched)]
+        return jax.lax.map(lambda a: fn(*a), tuple(args)), True
+
+    return rule
+
+
+def _make(target: str):
+    @jax.custom_batching.custom_vmap
+    def fn(x, *tables):
+        return _call(target, x, *tables)
+
+    fn.def_vmap(_batched_rule(fn))
+    return fn
+
+
+_forward = _make("hemx_ntt_forward")
+_inverse = _make("hemx_ntt_inverse")
+_mul = _make("hemx_mul_shoup")
+
+
+def _butterfly_tables(plan):
+    bt = getattr(plan, "butterfly", None)
+    if bt is None:
+        raise ParameterError(
+            f"the native NTT needs a plan with butterfly tables (method 'native' or 'butterfly'), got {plan.method!r}"
+        )
+    return bt
+
+
+def _to_limb_major(x, plan, limb_axis: int):
+    from hemx.kernels import ntt as ntt_kernels  # noqa: PLC0415 - the plan's own validation
+
+    ntt_kernels._layout(x, plan, limb_axis)  # raises ShapeError on bad data
+    ax = limb_axis % x.ndim
+    return (x if ax == x.ndim - 2 else jnp.moveaxis(x, ax, -2)), ax
+
+
+def ntt(x, plan, limb_axis: int = -2):
+    """Forward negacyclic NTT of uint32 residues ``(..., L, N)`` (limbs on ``limb_axis``), same shape.
+
+    Output in bit-reversed order, bit-identical to ``hemx.kernels.ntt.ntt`` with the same plan's tables.
+    """
+    _lib()
+    bt = _butterfly_tables(plan)
+    y, ax = _to_limb_major(x, plan, limb_axis)
+    q = plan.table.q.reshape(-1).astype(jnp.uint32)
+    out = _forward(y, q, bt.fwd.value, bt.fwd.shoup)
+    return out if ax == x.ndim - 2 else jnp.moveaxis(out, -2, ax)
+
+
+def intt(x, plan, limb_axis: int = -2):
+    """Inverse of :func:`ntt`: bit-reversed NTT-domain values ``(..., L, N)`` back to coefficients."""
+    _lib()
+    bt = _butterfly_tables(plan)
+    y, ax = _to_limb_major(x, plan, limb_axis)
+    q = plan.table.q.reshape(-1).astype(jnp.uint32)
+    scal = jnp.stack([bt.ninv.value[:, 0], bt.ninv.shoup[:, 0], bt.inv_last.value[:, 1], bt.inv_last.shoup[:, 1]],
+                     axis=1).astype(jnp.uint32)
+    out = _inverse(y, q, bt.inv.value, bt.inv.shoup, scal)
+    return out if ax == x.ndim - 2 else jnp.moveaxis(out, -2, ax)
+
+
+def mul_shoup(x, w, q):
+    """``x * w mod q`` in ``[0, q)``: ``x`` ``(..., L, N)`` uint32, ``w`` a KnownOperand ``(L, N)``, ``q`` ``(L,)``."""
+    _lib()
+    if x.dtype != jnp.uint32 or x.ndim < 2 or tuple(w.value.shape) != tuple(x.shape[-2:]):
+        raise ShapeError(f"mul_shoup needs uint32 data (..., L, N) matching the operand {tuple(w.value.shape)}; "
+                         f"got {x.dtype} {tuple(x.shape)}")
+    return _mul(x, jnp.asarray(q).reshape(-1).astype(jnp.uint32), w.value, w.shoup)
+
+
+def butterfly_probe(x, q, tw, *, reps: int):
+    """``reps`` sweeps of in-register lazy radix-4 butterflies over each row of ``x`` ``(K, n)`` (n * 4 bytes
+    should fit L1); ``q`` ``(K,)``, ``tw`` ``(K, 2)`` = (w, shoup(w)). Does ``K * n * reps`` butterflies."""
+    _lib()
+    if x.dtype != jnp.uint32 or x.ndim != 2:
+        raise ShapeError(f"probe data must be uint32 (K, n), got {x.dtype} {tuple(x.shape)}")
+    return jax.ffi.ffi_call("hemx_butterfly_probe", jax.ShapeDtypeStruct(x.shape, x.dtype))(
+        x, q, tw, reps=np.int64(reps))
+
+
+__all__ = ["available", "reason", "describe", "isa", "set_isa", "set_max_threads", "build_id", "library_path",
+           "ntt", "intt", "mul_shoup", "butterfly_probe", "ISAS"]
