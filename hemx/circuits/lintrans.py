@@ -55,7 +55,9 @@ class LinearTransform:
 
     Args:
         backend: the :class:`~hemx.Context` (or a :mod:`hemx.circuits` evaluator such as :class:`SlotSimulator`).
-        matrix: real or complex ``(slots, slots)`` array, ``slots`` the context's slot count.
+        matrix: real or complex ``(slots, slots)`` array, ``slots`` the context's slot count; or a dict
+            ``{k: d_k}`` of generalized diagonals (``d_k[i] = M[i, (i + k) mod slots]``, vectors of ``slots``
+            numbers), for structured matrices too large to hold densely.
         level: the level of the ciphertexts it will be applied to (default: the top level); the diagonals are
             encoded there at the scale of that level's rescale, so the output has exactly the input's scale.
             Applied to a ciphertext at a higher level, the ciphertext is first dropped to ``level``; at a lower
@@ -74,16 +76,21 @@ class LinearTransform:
                  zero_tol: float = 0.0):
         ev = as_evaluator(backend)
         self._backend = backend
-        m = _check_matrix(matrix, ev.slots)
+        if isinstance(matrix, dict):
+            indices, rows = _check_diagonals(matrix, ev.slots)
+        else:
+            rows = diagonals(_check_matrix(matrix, ev.slots))
+            indices = np.arange(ev.slots)
+        keep = np.any(np.abs(rows) > zero_tol, axis=1)
+        indices, rows = indices[keep], rows[keep]
         if not (isinstance(bsgs_ratio, (int, float)) and math.isfinite(bsgs_ratio) and bsgs_ratio > 0):
             raise ParameterError(f"bsgs_ratio must be a positive number, got {bsgs_ratio!r}")
         self.level = ev.max_level if level is None else _check_level(level, ev.max_level)
         if self.level < 1:
             raise LevelError("a linear transform consumes one level: it cannot be prepared at level 0")
         self.slots = ev.slots
-        self.is_complex = bool(np.iscomplexobj(m))
-        diags = diagonals(m)
-        self.indices = tuple(int(k) for k in np.flatnonzero(np.any(np.abs(diags) > zero_tol, axis=1)))
+        self.is_complex = bool(np.iscomplexobj(rows))
+        self.indices = tuple(int(k) for k in indices)
         if not self.indices:
             raise ParameterError("the matrix is zero: nothing to transform")
         self.n1 = bsgs_split(self.indices, self.slots, ratio=float(bsgs_ratio))
@@ -92,7 +99,7 @@ class LinearTransform:
         self.giant_steps = tuple(int(g) for g in np.unique(idx - idx % self.n1))
         self.rotations = tuple(sorted({s for s in self.baby_steps + self.giant_steps if s}))
         # pre-rotated diagonals rot(d_{g+b}, -g), one plaintext each, encoded in one batch
-        shifted = np.stack([np.roll(diags[k], k - k % self.n1) for k in self.indices])
+        shifted = np.stack([np.roll(row, k - k % self.n1) for k, row in zip(self.indices, rows)])
         plain = ev.encode(shifted, level=self.level, scale=ev.rescale_divisor(self.level))
         self._plaintexts = dict(zip(self.indices, _unstack(plain, len(self.indices))))
 
@@ -157,6 +164,28 @@ def _check_matrix(matrix, slots: int) -> np.ndarray:
     if not np.all(np.isfinite(m)):
         raise ParameterError("matrix entries must be finite")
     return m.astype(np.complex128 if np.iscomplexobj(m) else np.float64)
+
+
+def _check_diagonals(diags: dict, slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """``{k: d_k}`` -> (sorted indices mod ``slots``, their diagonals ``(count, slots)``), repeated indices summed."""
+    merged: dict[int, np.ndarray] = {}
+    for k, d in diags.items():
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise ParameterError(f"diagonal indices must be integers, got {k!r}")
+        try:
+            v = np.asarray(d)
+        except (TypeError, ValueError):
+            raise ParameterError(f"diagonal {k} must be a vector of numbers") from None
+        if v.shape != (slots,) or not np.issubdtype(v.dtype, np.number) or not np.all(np.isfinite(v)):
+            raise ParameterError(f"diagonal {k} must hold {slots} finite numbers, got {v.dtype} {v.shape}")
+        key = int(k) % slots
+        merged[key] = merged[key] + v if key in merged else v
+    if not merged:
+        raise ParameterError("no diagonals given")
+    keys = sorted(merged)
+    rows = np.stack([merged[k] for k in keys])
+    rows = rows.astype(np.complex128 if np.iscomplexobj(rows) else np.float64)
+    return np.asarray(keys, dtype=np.int64), rows
 
 
 def _check_level(level, max_level: int) -> int:

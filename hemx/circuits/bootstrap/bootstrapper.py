@@ -1,0 +1,199 @@
+"""Packed CKKS bootstrapping: ModRaise, CoeffsToSlots, EvalMod, SlotsToCoeffs.
+
+Pipeline for a ciphertext at level 0 with scale ``D`` holding slot values ``v`` (``|v| <= 1``), plaintext
+polynomial ``m`` (``m ~ D v`` through the encoding):
+
+1. **ModRaise.** The level-0 residues are lifted (INTT, centered basis conversion from the base primes to every
+   other prime, NTT) to the top level. The ciphertext now decrypts to ``m + q0 I`` with an integer polynomial
+   ``I`` (``|I| <= K``, :func:`~hemx.circuits.bootstrap.mod1.bound_for`) and is *read* at the scale
+   ``S ~ q0 (K + 1)`` chosen below, so its slots are ``U (m + q0 I) / S`` (a reinterpretation: no arithmetic).
+2. **CoeffsToSlots.** The inverse special FFT (:mod:`~hemx.circuits.bootstrap.dft`, ``cts_levels`` factors, one
+   level each, built with :class:`~hemx.circuits.LinearTransform`) puts the coefficients into the slots,
+   halved: ``x = c (B w) / 2`` with ``w_j = u_j + i u_{s+j}``, ``u = (m + q0 I) / q0`` and ``c = S / (q0 (K+1))``
+   folded into the first factor, so the real and imaginary parts of ``2x`` are ``t = u / (K + 1)`` in [-1, 1].
+   ``re = x + conj(x)`` and ``im = i (conj(x) - x)`` (a product by the monomial ``X^(N/2)``, exact) become a
+   batch of two.
+3. **EvalMod** (:class:`~hemx.circuits.bootstrap.mod1.EvalMod`). A product by the integer ``2^P`` and a rescale
+   take the batch from ``S`` to exactly the context's scale (``S = scale * q_l / 2^P`` makes this exact), then
+   ``sin(2 pi u)`` is a Chebyshev interpolant plus double angles.
+4. **SlotsToCoeffs.** ``y_re + i y_im`` (again the monomial) goes through the forward special FFT
+   (``stc_levels`` factors) with ``q0 / (2 pi D)`` folded into the last factor: the slots hold
+   ``q0 sin(2 pi u) / (2 pi D) ~ m / D = v``.
+
+Errors: the cubic term of the sine (``(2 pi)^2 / 6 * (D / q0)^2`` relative), the interpolation error and the
+CKKS noise of EvalMod amplified by ``q0 / D``. Parameter sets for bootstrapping therefore choose the base
+``q0 ~ 2^15..2^20 D`` (presets ``boot_*``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from hemx.circuits.bootstrap import dft
+from hemx.circuits.bootstrap.mod1 import EvalMod, bound_for
+from hemx.circuits.evaluator import CKKSEvaluator
+from hemx.circuits.lintrans import LinearTransform
+from hemx.ckks import Ciphertext, Context, EvaluationKeys
+from hemx.errors import LevelError, ParameterError
+from hemx.kernels import bconv as bconv_kernels
+from hemx.ring import RNSRing
+
+DEFAULT_CTS_LEVELS = 3
+DEFAULT_STC_LEVELS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class BootstrapPlan:
+    """Levels of the bootstrapping circuit (top first) and what is left for the user."""
+
+    top_level: int
+    cts_levels: int
+    evalmod_depth: int
+    stc_levels: int
+
+    @property
+    def depth(self) -> int:
+        """Levels the bootstrap consumes after ModRaise (the product by 2^P included)."""
+        return self.cts_levels + 1 + self.evalmod_depth + self.stc_levels
+
+    @property
+    def output_level(self) -> int:
+        return self.top_level - self.depth
+
+
+class Bootstrapper:
+    """Bootstrapping for one context, prepared once (transforms encoded, EvalMod fitted).
+
+    Args:
+        ctx: the :class:`~hemx.Context` (full slots: ``slots = N / 2``).
+        k: bound on the ModRaise overflow ``|I|``; default from the secret's Hamming weight (:func:`bound_for`).
+        double_angle: double-angle steps of EvalMod; default: the choice of least depth, then least degree.
+        cts_levels, stc_levels: levels (FFT factors) of CoeffsToSlots and SlotsToCoeffs.
+
+    Attributes:
+        rotations: rotation steps whose Galois keys :meth:`bootstrap` needs (plus the conjugation key).
+        plan: the level budget (:class:`BootstrapPlan`); ``plan.output_level`` is the level of the result.
+    """
+
+    def __init__(self, ctx: Context, *, k: int | None = None, double_angle: int | None = None,
+                 cts_levels: int = DEFAULT_CTS_LEVELS, stc_levels: int = DEFAULT_STC_LEVELS):
+        if not isinstance(ctx, Context):
+            raise ParameterError(f"expected a hemx.Context, got {type(ctx).__name__}")
+        p = ctx.params
+        if ctx.slots != p.n // 2:
+            raise ParameterError(f"bootstrapping needs a full-slot context (slots = N/2 = {p.n // 2}), got "
+                                 f"{ctx.slots} slots")
+        for name, v in (("cts_levels", cts_levels), ("stc_levels", stc_levels)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ParameterError(f"{name} must be a positive integer, got {v!r}")
+        self.ctx = ctx
+        self.slots = ctx.slots
+        base_count = p.level_sizes[0]
+        self.base_moduli = tuple(p.moduli[:base_count])
+        self.q0 = float(math.prod(self.base_moduli))
+        self.k = bound_for(p.hamming_weight, p.n) if k is None else int(k)
+        self.evalmod = self._choose_evalmod(self.k, double_angle)
+        self.plan = BootstrapPlan(p.max_level, int(cts_levels), self.evalmod.depth, int(stc_levels))
+        if self.plan.output_level < 0:
+            raise LevelError(
+                f"bootstrapping needs {self.plan.depth} levels (CoeffsToSlots {cts_levels}, scaling 1, EvalMod "
+                f"{self.evalmod.depth}, SlotsToCoeffs {stc_levels}); the parameters have {p.max_level}: use a "
+                "boot_* preset or more levels")
+        self.design_scale = float(p.scale)  # the scale D the SlotsToCoeffs constant assumes
+        top = p.max_level
+        norm_level = top - self.plan.cts_levels  # level of the product by 2^P
+        divisor = ctx.rescale_divisor(norm_level)
+        self.power = int(round(math.log2(p.scale * divisor / (self.q0 * (self.k + 1)))))
+        if self.power < 1:
+            raise ParameterError("the base q0 is too large for this scale: bootstrapping needs "
+                                 "q0 (K + 1) < scale * q_l")
+        self.raised_scale = p.scale * divisor / 2.0 ** self.power  # S, exactly
+        # CoeffsToSlots: F^-1 in cts_levels factors, c / 2 folded into the first one applied
+        fold = self.raised_scale / (self.q0 * (self.k + 1)) / 2.0
+        cts = dft.grouped_factors(self.slots, self.plan.cts_levels, inverse=True)
+        cts[0] = dft.scaled(cts[0], fold)
+        self.cts = [LinearTransform(ctx, f, level=top - i) for i, f in enumerate(cts)]
+        # SlotsToCoeffs: F in stc_levels factors, q0 / (2 pi D) folded into the last one applied
+        stc = dft.grouped_factors(self.slots, self.plan.stc_levels, inverse=False)
+        stc[-1] = dft.scaled(stc[-1], self.q0 / (2.0 * math.pi * self.design_scale))
+        stc_top = self.plan.output_level + self.plan.stc_levels
+        self.stc = [LinearTransform(ctx, f, level=stc_top - i) for i, f in enumerate(stc)]
+        self.rotations = tuple(sorted({r for lt in self.cts + self.stc for r in lt.rotations}))
+        # ModRaise: INTT over the base, centered conversion to the other primes, NTT over Q
+        method = ctx.ring.ntt_method
+        self._base_ring = RNSRing(p.n, self.base_moduli, ntt=method)
+        self._q_ring = RNSRing(p.n, p.moduli, ntt=method)
+        self._raise_plan = bconv_kernels.make_bconv_plan(self.base_moduli, p.moduli[base_count:], centered=True)
+        self._i_monomial = ctx.encode(np.full(self.slots, 1j), level=top, scale=1.0)  # X^(N/2): slots times i
+
+    @staticmethod
+    def _choose_evalmod(k: int, double_angle: int | None) -> EvalMod:
+        if double_angle is not None:
+            return EvalMod.create(k, double_angle=double_angle)
+        best = None
+        for r in range(1, 6):
+            try:
+                cand = EvalMod.create(k, double_angle=r)
+            except ParameterError:
+                continue
+            if best is None or (cand.depth, cand.degree) < (best.depth, best.degree):
+                best = cand
+        if best is None:
+            raise ParameterError(f"no EvalMod approximation found for K = {k}")
+        return best
+
+    def __repr__(self) -> str:
+        return (f"Bootstrapper(slots={self.slots}, K={self.k}, EvalMod degree {self.evalmod.degree} + "
+                f"{self.evalmod.double_angle} double angles, levels {self.plan.top_level} -> "
+                f"{self.plan.output_level}, rotation keys {len(self.rotations)})")
+
+    # ---------------------------------------------------------------- steps
+    def mod_raise(self, ct: Ciphertext) -> Ciphertext:
+        """Level 0 -> top level (the ciphertext then decrypts to ``m + q0 I``), read at scale ``S``."""
+        if ct.level != 0:
+            raise LevelError(f"ModRaise takes a ciphertext at level 0, got level {ct.level}")
+        coeffs = self._base_ring.intt(ct.data)
+        lifted = bconv_kernels.bconv(coeffs, self._raise_plan)
+        data = self._q_ring.ntt(jnp.concatenate([coeffs, lifted], axis=-2))
+        return ct.replace(data=data, level=self.plan.top_level, scale=self.raised_scale)
+
+    def coeffs_to_slots(self, ev, ct):
+        for lt in self.cts:
+            ct = lt.apply(ct, ev.keys)
+        return ct
+
+    def slots_to_coeffs(self, ev, ct):
+        for lt in self.stc:
+            ct = lt.apply(ct, ev.keys)
+        return ct
+
+    def bootstrap(self, ct: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+        """A fresh ciphertext at :attr:`plan.output_level` with the same slot values (any batch shape).
+
+        ``ct`` may be at any level (it is dropped to level 0 first); its slot values must lie in [-1, 1].
+        """
+        ctx = self.ctx
+        ctx.drop_level(ct, ct.level)  # context and type checks
+        if not isinstance(keys, EvaluationKeys):
+            raise ParameterError("bootstrap needs the evaluation keys (KeySet from keygen)")
+        ev = CKKSEvaluator(ctx, keys)
+        in_scale = ct.scale
+        x = self.mod_raise(ctx.drop_level(ct, 0))
+        x = self.coeffs_to_slots(ev, x)
+        conj = ctx.conjugate(x, keys)
+        re = ctx.add(x, conj)
+        im = ctx.mul(ctx.sub(conj, x), self._i_monomial)
+        t = ev.stack([re, im])
+        t = ctx.rescale(ctx.mul(t, 1.0, plain_scale=float(2 ** self.power)))
+        y = self.evalmod(ev, t, scale=ctx.params.scale)
+        y = ctx.add(ev.take(y, 0), ctx.mul(ev.take(y, 1), self._i_monomial))
+        out = self.slots_to_coeffs(ev, y)
+        # the SlotsToCoeffs constant assumed the scale D; read the result at the input's own scale
+        return out.replace(scale=out.scale * in_scale / self.design_scale, is_complex=ct.is_complex)
+
+
+__all__ = ["Bootstrapper", "BootstrapPlan"]
