@@ -44,6 +44,7 @@ from hemx.ring import RNSRing
 
 DEFAULT_CTS_LEVELS = 3
 DEFAULT_STC_LEVELS = 3
+META_BTS_BITS = 16  # error amplification of the second iteration (first-pass errors are ~2^-20)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,18 +172,43 @@ class Bootstrapper:
             ct = lt.apply(ct, ev.keys)
         return ct
 
-    def bootstrap(self, ct: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    def bootstrap(self, ct: Ciphertext, keys: EvaluationKeys, *, iterations: int = 1,
+                  refine_bits: int = META_BTS_BITS) -> Ciphertext:
         """A fresh ciphertext at :attr:`plan.output_level` with the same slot values (any batch shape).
 
         ``ct`` may be at any level (it is dropped to level 0 first); its slot values must lie in [-1, 1].
+        ``iterations=2`` bootstraps the error of the first result once more (META-BTS, Bae et al., ePrint
+        2022/1167): ``e = out - ct`` at level 0 is multiplied by the integer ``2^refine_bits``, bootstrapped, and
+        ``out - e' / 2^refine_bits`` is formed exactly (``out`` times ``2^refine_bits`` minus ``e'``, read at a
+        ``2^refine_bits`` larger scale); twice the time, roughly ``refine_bits`` more bits.
         """
         ctx = self.ctx
         ctx.drop_level(ct, ct.level)  # context and type checks
         if not isinstance(keys, EvaluationKeys):
             raise ParameterError("bootstrap needs the evaluation keys (KeySet from keygen)")
+        if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or not 1 <= iterations <= 3:
+            raise ParameterError(f"iterations must be 1, 2 or 3, got {iterations!r}")
+        if isinstance(refine_bits, bool) or not isinstance(refine_bits, (int, np.integer)) or not 1 <= refine_bits <= 24:
+            raise ParameterError(f"refine_bits must be an integer in [1, 24], got {refine_bits!r}")
+        if iterations > 1 and self.plan.output_level < 1:
+            raise LevelError("iterated bootstrapping needs an output level >= 1 (to align the error at level 0)")
         ev = CKKSEvaluator(ctx, keys)
+        low = ctx.drop_level(ct, 0)
+        out = self._once(ev, low)
+        factor = float(2 ** int(refine_bits))
+        for _ in range(iterations - 1):
+            err = ctx.sub(out, low)  # level 0, at low's scale exactly (the higher operand is aligned down)
+            err = ctx.mul(err, factor, plain_scale=1.0)  # an integer product: values times 2^bits, same scale
+            fix = self._once(ev, err)
+            # out * 2^bits - e' * 2^bits / 2^bits, read at a 2^bits larger scale: out - e' / 2^bits exactly
+            refined = ctx.sub(ctx.mul(out, factor, plain_scale=1.0), fix.replace(scale=out.scale))
+            out = refined.replace(scale=refined.scale * factor)
+        return out
+
+    def _once(self, ev, ct: Ciphertext) -> Ciphertext:
+        ctx, keys = self.ctx, ev.keys
         in_scale = ct.scale
-        x = self.mod_raise(ctx.drop_level(ct, 0))
+        x = self.mod_raise(ct)
         x = self.coeffs_to_slots(ev, x)
         conj = ctx.conjugate(x, keys)
         re = ctx.add(x, conj)
