@@ -4,7 +4,8 @@ Pipeline for a ciphertext at level 0 with scale ``D`` holding slot values ``v`` 
 polynomial ``m`` (``m ~ D v`` through the encoding):
 
 1. **ModRaise.** The level-0 residues are lifted (INTT, centered basis conversion from the base primes to every
-   other prime, NTT) to the top level. The ciphertext now decrypts to ``m + q0 I`` with an integer polynomial
+   other prime with the exact
+   correction of its ``u q0`` term, NTT) to the top level. The ciphertext now decrypts to ``m + q0 I`` with an integer polynomial
    ``I`` (``|I| <= K``, :func:`~hemx.circuits.bootstrap.mod1.bound_for`) and is *read* at the scale
    ``S ~ q0 (K + 1)`` chosen below, so its slots are ``U (m + q0 I) / S`` (a reinterpretation: no arithmetic).
 2. **CoeffsToSlots.** The inverse special FFT (:mod:`~hemx.circuits.bootstrap.dft`, ``cts_levels`` factors, one
@@ -129,6 +130,11 @@ class Bootstrapper:
         self._base_ring = RNSRing(p.n, self.base_moduli, ntt=method)
         self._q_ring = RNSRing(p.n, p.moduli, ntt=method)
         self._raise_plan = bconv_kernels.make_bconv_plan(self.base_moduli, p.moduli[base_count:], centered=True)
+        rest = p.moduli[base_count:]
+        self._base_q = jnp.asarray(np.array(self.base_moduli, np.int64).reshape(-1, 1))
+        self._lift_p = jnp.asarray(np.array(rest, np.int64).reshape(-1, 1))
+        q0 = math.prod(self.base_moduli)
+        self._q0_mod_p = jnp.asarray(np.array([q0 % m for m in rest], np.int64).reshape(-1, 1))
         self._i_monomial = ctx.encode(np.full(self.slots, 1j), level=top, scale=1.0)  # X^(N/2): slots times i
 
     @staticmethod
@@ -159,6 +165,15 @@ class Bootstrapper:
             raise LevelError(f"ModRaise takes a ciphertext at level 0, got level {ct.level}")
         coeffs = self._base_ring.intt(ct.data)
         lifted = bconv_kernels.bconv(coeffs, self._raise_plan)
+        # the fast conversion gives X + u q0 with u = round(sum_i y_i / q_i) (y_i the centered scaled residues);
+        # removing u q0 makes the lift exact, so the overflow I of ModRaise is only the one of c0 + c1 s
+        y = bconv_kernels.scale_step(coeffs, self._raise_plan).astype(jnp.int64)
+        q = self._base_q
+        y = jnp.where(y > q // 2, y - q, y)
+        u = jnp.round(jnp.sum(y.astype(jnp.float64) / q.astype(jnp.float64), axis=-2, keepdims=True))
+        p = self._lift_p
+        corr = (u.astype(jnp.int64) % p) * self._q0_mod_p % p  # (u mod p) * (q0 mod p) < 2^62
+        lifted = ((lifted.astype(jnp.int64) - corr) % p).astype(jnp.uint32)
         data = self._q_ring.ntt(jnp.concatenate([coeffs, lifted], axis=-2))
         return ct.replace(data=data, level=self.plan.top_level, scale=self.raised_scale)
 

@@ -87,12 +87,12 @@ class EvalMod:
         return y
 
 
-def bound_for(hamming_weight: int | None, n: int, *, sigmas: float = 6.0, extra: int = 2) -> int:
+def bound_for(hamming_weight: int | None, n: int, *, sigmas: float = 6.0, extra: int = 1) -> int:
     """A bound K on ``|I|`` for a ternary secret with ``hamming_weight`` non-zeros (all of ``n`` when None).
 
     ``I_j = (c_0 + c_1 s)_j / q_0`` rounded, with ``c_0, c_1`` uniform mod ``q_0``: a sum of ``h + 1`` terms
     uniform in [-1/2, 1/2], standard deviation ``sqrt((h + 1) / 12)``; ``sigmas`` of those over the ``n``
-    coefficients, plus ``extra`` for the centered basis conversion of ModRaise.
+    coefficients, plus ``extra`` for the rounding (ModRaise's lift is exact).
     """
     h = n * 2 // 3 if hamming_weight is None else int(hamming_weight)
     return int(math.ceil(sigmas * math.sqrt((h + 1) / 12.0))) + int(extra)
