@@ -6,10 +6,11 @@ import dataclasses
 
 import numpy as np
 
-from hemx.apps._cnn_circuit import CKKSBackend, Progress, SlotSimulator, encode_tables, run_circuit
+from hemx.apps._cnn_circuit import Progress, encode_tables, run_circuit
 from hemx.apps._cnn_layout import CircuitTables, CNNSpec, check_spec, circuit_tables
 from hemx.apps._cnn_model import CNNModel
 from hemx.apps._cnn_params import check_capacity
+from hemx.circuits import CKKSEvaluator, SlotSimulator
 from hemx.ckks import Ciphertext, Context, EvaluationKeys
 from hemx.errors import LevelError, ParameterError, ShapeError, SlotError
 
@@ -17,14 +18,18 @@ from hemx.errors import LevelError, ParameterError, ShapeError, SlotError
 def simulate_packed(model: CNNModel, spec: CNNSpec, slot_values) -> np.ndarray:
     """Run the packed circuit on cleartext slot values ``(num_ciphertexts, slots)`` with numpy.
 
-    Rotations become ``np.roll``; the output ``(num_ciphertexts, slots)`` is what decryption would give without
-    CKKS noise. Checks the layout and rotation plan against :func:`plaintext_forward` without encryption.
+    The circuit runs on :class:`hemx.circuits.SlotSimulator` in its exact mode (no parameters: rotations become
+    ``np.roll``, levels are counted from ``spec.depth`` down to 0, scales stay 1); the output
+    ``(num_ciphertexts, slots)`` is what decryption would give without CKKS noise. Checks the layout, rotation
+    plan and level plan against :func:`plaintext_forward` without encryption.
     """
     check_spec(spec, model)
     x = np.asarray(slot_values, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != spec.slots:
         raise ShapeError(f"slot values must have shape (num_ciphertexts, {spec.slots}), got {x.shape}")
-    return run_circuit(SlotSimulator(), x, circuit_tables(model, spec), spec)
+    sim = SlotSimulator(None, slots=spec.slots, max_level=spec.depth)
+    tables = encode_tables(sim, circuit_tables(model, spec), spec, spec.depth)
+    return sim.decrypt(run_circuit(sim, sim.encrypt(x), tables, spec))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +46,8 @@ def encode_model(ctx: Context, model: CNNModel, spec: CNNSpec) -> EncodedModel:
     _check_context(ctx, spec)
     check_spec(spec, model)
     check_capacity(ctx.params, model, spec.depth)
-    return EncodedModel(encode_tables(ctx, circuit_tables(model, spec), spec, spec.depth), spec, ctx.id)
+    tables = encode_tables(CKKSEvaluator(ctx), circuit_tables(model, spec), spec, spec.depth)
+    return EncodedModel(tables, spec, ctx.id)
 
 
 def _check_context(ctx: Context, spec: CNNSpec) -> None:
@@ -84,6 +90,8 @@ def infer_encrypted(
     """
     _check_context(ctx, spec)
     check_spec(spec, model)
+    if not isinstance(eval_keys, EvaluationKeys):
+        raise ParameterError(f"expected hemx EvaluationKeys (keys.evaluation_keys()), got {type(eval_keys).__name__}")
     if not isinstance(cts, Ciphertext):
         raise ParameterError(f"cts must be a hemx Ciphertext, got {type(cts).__name__}")
     if cts.slots != spec.slots:
@@ -101,5 +109,5 @@ def infer_encrypted(
     x = ctx.drop_level(cts, spec.depth)
     if single:
         x = x.replace(data=x.data[None])
-    out = run_circuit(CKKSBackend(ctx, eval_keys), x, encoded.tables, spec, progress)
+    out = run_circuit(CKKSEvaluator(ctx, eval_keys), x, encoded.tables, spec, progress)
     return out.replace(data=out.data[0]) if single else out

@@ -1,10 +1,10 @@
-"""The server's logistic-regression circuit, written once against a small evaluator interface.
+"""The server's logistic-regression circuit, written once against the :class:`hemx.circuits.Evaluator` protocol.
 
-Two evaluators implement the interface: :class:`CKKSEvaluator` (a :class:`~hemx.ckks.Context` and the
-secret-free evaluation keys) and :class:`SlotSimulator` (plain numpy slot vectors, ``numpy.roll`` for
-rotations, with the same level accounting). Running the same circuit on both separates "is the packed
-algorithm right" (simulator against the textbook numpy algorithm) from "is CKKS precise enough" (encrypted
-against the simulator).
+It runs on :class:`hemx.circuits.CKKSEvaluator` (a :class:`~hemx.ckks.Context` and the secret-free evaluation
+keys) and on :class:`hemx.circuits.SlotSimulator` (numpy slot vectors, ``numpy.roll`` for rotations, the same
+level accounting; exact without parameters, CKKS's scale accounting with them). Running the same circuit on
+both separates "is the packed algorithm right" (simulator against the textbook numpy algorithm) from "is CKKS
+precise enough" (encrypted against the simulator).
 
 Quantities, with the client's packing (see ``hemx.apps.logreg``): ``Z~ = kappa * y * x`` (labels in {-1, 1},
 ``kappa = sqrt(lr / n)``), and scaled weights ``v~ = v / kappa``, so ``<Z~_i, v~> = <y_i x_i, v>`` and one
@@ -15,135 +15,39 @@ of costing a level.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import Callable, NamedTuple, Sequence
 
-import jax
 import numpy as np
 
-from hemx.ckks import Ciphertext, Context, EvaluationKeys
 from hemx.apps._logreg_layout import Layout
 from hemx.apps._logreg_sigmoid import SigmoidPoly
-from hemx.errors import LevelError
+from hemx.circuits import Evaluator
 
 Progress = Callable[[str, int, int], None]
 
 
 # ------------------------------------------------------------------------------------------------------------
-# evaluators
+# products on the evaluator protocol: every product here is rescaled
 # ------------------------------------------------------------------------------------------------------------
 
 
-class CKKSEvaluator:
-    """The operations the circuit needs, on hemx ciphertexts. Every product is rescaled."""
-
-    def __init__(self, ctx: Context, keys: EvaluationKeys):
-        self.ctx = ctx
-        self.keys = keys
-
-    @property
-    def slots(self) -> int:
-        return self.ctx.slots
-
-    @property
-    def default_scale(self) -> float:
-        return self.ctx.params.scale
-
-    def level(self, x: Ciphertext) -> int:
-        return x.level
-
-    def scale(self, x: Ciphertext) -> float:
-        return x.scale
-
-    def divisor(self, level: int) -> float:
-        """The number a rescale at ``level`` divides by (product of that level's primes)."""
-        p = self.ctx.params
-        return float(math.prod(p.moduli[p.limbs_at_level(level - 1) : p.limbs_at_level(level)]))
-
-    def add(self, a: Ciphertext, b) -> Ciphertext:
-        return self.ctx.add(a, b)
-
-    def product(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
-        return self.ctx.mul(a, b, self.keys, rescale=True)
-
-    def times_plain(self, x: Ciphertext, values: np.ndarray, scale: float) -> Ciphertext:
-        """``x * values`` rescaled, the result at exactly ``scale`` (the plaintext is encoded to land there)."""
-        pt_scale = scale * self.divisor(x.level) / x.scale
-        pt = self.ctx.encode(values, level=x.level, scale=pt_scale)
-        return self.ctx.mul(x, pt, rescale=True)
-
-    def rotate(self, x: Ciphertext, steps: int) -> Ciphertext:
-        return self.ctx.rotate(x, steps, self.keys)
-
-    def drop(self, x: Ciphertext, level: int) -> Ciphertext:
-        return self.ctx.drop_level(x, level)
-
-    def ready(self, x: Ciphertext) -> Ciphertext:
-        """Wait until ``x`` is computed (JAX dispatches asynchronously), for honest per-step timings."""
-        jax.block_until_ready(x.data)
-        return x
+def _product(ev: Evaluator, a, b):
+    """``a * b`` (two values), relinearized and rescaled (fused: one ModDown does both)."""
+    return ev.mul(a, b, rescale=True)
 
 
-@dataclasses.dataclass(frozen=True)
-class SimSlots:
-    """A simulated ciphertext: float64 slot values ``(..., slots)`` and the level a ciphertext would have."""
+def _times_plain(ev: Evaluator, x, values: np.ndarray, scale: float):
+    """``x * values`` rescaled, the result at exactly ``scale``: the plaintext is encoded at ``x``'s level at the
+    scale that lands there."""
+    level = ev.level(x)
+    pt = ev.encode(values, level=level, scale=scale * ev.rescale_divisor(level) / ev.scale(x))
+    return ev.rescale(ev.mul_plain(x, pt))
 
-    values: np.ndarray
-    level: int
 
-
-class SlotSimulator:
-    """The evaluator interface on numpy slot vectors; levels are counted like CKKS, scales are all 1.
-
-    ``rotations_used`` records every rotation step, so tests can compare it with the planned key list.
-    """
-
-    def __init__(self, slots: int, top_level: int):
-        self.slots = int(slots)
-        self.top_level = int(top_level)
-        self.default_scale = 1.0
-        self.rotations_used: set[int] = set()
-
-    def encrypt(self, values: np.ndarray) -> SimSlots:
-        return SimSlots(np.asarray(values, dtype=np.float64), self.top_level)
-
-    def level(self, x: SimSlots) -> int:
-        return x.level
-
-    def scale(self, x: SimSlots) -> float:
-        return 1.0
-
-    def divisor(self, level: int) -> float:
-        return 1.0
-
-    def add(self, a: SimSlots, b) -> SimSlots:
-        if isinstance(b, SimSlots):
-            return SimSlots(a.values + b.values, min(a.level, b.level))
-        return SimSlots(a.values + np.asarray(b, dtype=np.float64), a.level)
-
-    def _consume(self, level: int) -> int:
-        if level < 1:
-            raise LevelError("simulated circuit ran out of levels")
-        return level - 1
-
-    def product(self, a: SimSlots, b: SimSlots) -> SimSlots:
-        return SimSlots(a.values * b.values, self._consume(min(a.level, b.level)))
-
-    def times_plain(self, x: SimSlots, values: np.ndarray, scale: float) -> SimSlots:
-        return SimSlots(x.values * np.asarray(values, dtype=np.float64), self._consume(x.level))
-
-    def rotate(self, x: SimSlots, steps: int) -> SimSlots:
-        self.rotations_used.add(int(steps))
-        return SimSlots(np.roll(x.values, -int(steps), axis=-1), x.level)
-
-    def drop(self, x: SimSlots, level: int) -> SimSlots:
-        if level > x.level:
-            raise LevelError(f"cannot raise a level from {x.level} to {level}")
-        return SimSlots(x.values, level)
-
-    def ready(self, x: SimSlots) -> SimSlots:
-        return x
+def _times_const(ev: Evaluator, x, value: float, scale: float):
+    """``x * value`` rescaled, the result at exactly ``scale`` (the scale-exact constant product)."""
+    plain_scale = scale * ev.rescale_divisor(ev.level(x)) / ev.scale(x)
+    return ev.rescale(ev.mul_const(x, value, plain_scale=plain_scale))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -179,9 +83,13 @@ def row_sums(ev, x, layout: Layout):
     return _rotate_and_sum(ev, x, layout.row_sum_steps)
 
 
-def masked_polynomial(ev, s, odd: Sequence[float], const: float, mask: np.ndarray,
+def masked_polynomial(ev: Evaluator, s, odd: Sequence[float], const: float, mask: np.ndarray,
                       result_scale: Callable[[int], float]):
     """``mask * (const + sum_k odd[k] * s^(2k+1))`` with ``result_scale(level)`` as the result's scale.
+
+    Not :func:`hemx.circuits.evaluate_polynomial`: the coefficients are slot vectors (the mask that keeps column
+    0 only), folded into the first product of every term; a constant-coefficient polynomial followed by the mask
+    would cost one more level per iteration.
 
     ``s^(2k+1) = s * (s^2)^k``: the powers ``s^2, s^4, ...`` are squared in turn; term k starts as the plain
     product ``(odd[k] * mask) * s`` (the mask and coefficient cost no extra level) and is multiplied by the
@@ -193,22 +101,22 @@ def masked_polynomial(ev, s, odd: Sequence[float], const: float, mask: np.ndarra
     powers = []  # powers[j] = s^(2^(j+1))
     for _ in range(top.bit_length()):
         base = powers[-1] if powers else s
-        powers.append(ev.product(base, base))
+        powers.append(_product(ev, base, base))
     chains = []
     for k, coeff in enumerate(odd):
         bits = [j for j in range(top.bit_length()) if (k >> j) & 1]
         level, ratio = ev.level(s) - 1, 1.0
         for j in bits:
             level = min(level, ev.level(powers[j]))
-            ratio *= ev.scale(powers[j]) / ev.divisor(level)
+            ratio *= ev.scale(powers[j]) / ev.rescale_divisor(level)
             level -= 1
         chains.append((coeff, bits, level, ratio))
     target = result_scale(min(chain[2] for chain in chains))
     acc = None
     for coeff, bits, _, ratio in chains:
-        term = ev.times_plain(s, coeff * mask, target / ratio)
+        term = _times_plain(ev, s, coeff * mask, target / ratio)
         for j in bits:
-            term = ev.product(term, powers[j])
+            term = _product(ev, term, powers[j])
         acc = term if acc is None else ev.add(acc, term)
     return ev.add(acc, const * mask)
 
@@ -221,16 +129,16 @@ def gradient_step(ev, data, weights: Scaled, rho: float, poly: SigmoidPoly, layo
     """
     mask = layout.first_column_mask()
     f = weights.factor
-    inner = column_sums(ev, ev.product(data, weights.ct), layout)  # z_i / f in column 0 of row i
+    inner = column_sums(ev, _product(ev, data, weights.ct), layout)  # z_i / f in column 0 of row i
     odd = [-rho * c * f ** (2 * k + 1) for k, c in enumerate(poly.odd_coeffs)]
     data_scale = ev.scale(data)
 
     def scale_for(level: int) -> float:  # so that (p * data) rescaled has the default scale
-        return ev.default_scale * ev.divisor(level) / data_scale
+        return ev.default_scale * ev.rescale_divisor(level) / data_scale
 
     p = masked_polynomial(ev, inner, odd, 0.5 * rho, mask, scale_for)
     spread = replicate_first_column(ev, p, layout)
-    return row_sums(ev, ev.product(spread, data), layout)
+    return row_sums(ev, _product(ev, spread, data), layout)
 
 
 def combine(ev, anchor, terms: Sequence[tuple[Scaled, float]]):
@@ -245,8 +153,8 @@ def combine(ev, anchor, terms: Sequence[tuple[Scaled, float]]):
     for ct, coeff in merged.values():
         if coeff == 0.0:
             continue
-        lifted = ev.drop(ct, below) if ev.level(ct) > below else ct
-        out = ev.add(out, ev.times_plain(lifted, np.full(ev.slots, coeff), ev.scale(anchor)))
+        lifted = ev.drop_level(ct, below) if ev.level(ct) > below else ct
+        out = ev.add(out, _times_const(ev, lifted, coeff, ev.scale(anchor)))
     return out
 
 
@@ -279,7 +187,7 @@ def train(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layou
     report = progress or (lambda stage, done, count: None)
     sums = row_sums(ev, data, layout)
     if total == 1:  # w_1 = G_0
-        out = ev.ready(ev.times_plain(sums, np.full(ev.slots, 0.5), ev.default_scale))
+        out = ev.ready(_times_const(ev, sums, 0.5, ev.default_scale))
         report("train", 1, 1)
         return out
     first = Scaled(ev.ready(sums), 0.5 * (1.0 - gammas[0]))  # Gt_0, and v_1 = Gt_0 because w_0 = 0
@@ -302,4 +210,4 @@ def train(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layou
 
 def predict(ev, weights, samples, layout: Layout):
     """Scores ``<x_i, w>`` of packed samples in column 0 of each row (one level)."""
-    return column_sums(ev, ev.product(samples, weights), layout)
+    return column_sums(ev, _product(ev, samples, weights), layout)

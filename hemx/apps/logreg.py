@@ -31,6 +31,7 @@ from hemx.apps import _logreg_circuit as circuit
 from hemx.apps._logreg_data import Dataset, load_data
 from hemx.apps._logreg_layout import Layout, next_power_of_two
 from hemx.apps._logreg_sigmoid import SigmoidPoly, fit_sigmoid, sigmoid
+from hemx.circuits import CKKSEvaluator, SlotSimulator
 from hemx.ckks import CKKSParameters, Ciphertext, Context, EvaluationKeys, Sampler, max_log_qp
 from hemx.errors import LevelError, MissingKeyError, ParameterError, ShapeError, SlotError
 from hemx.kernels import automorphism
@@ -307,11 +308,12 @@ def train_plaintext(x: np.ndarray, y: np.ndarray, spec: LogRegSpec) -> Plaintext
 
 
 def simulate_training(x: np.ndarray, y: np.ndarray, spec: LogRegSpec) -> np.ndarray:
-    """The packed circuit on numpy slot vectors (``numpy.roll`` rotations): weights float64 ``(d,)``."""
-    ev = circuit.SlotSimulator(spec.slots, spec.levels_needed)
+    """The packed circuit on numpy slot vectors (:class:`hemx.circuits.SlotSimulator` in its exact mode:
+    ``numpy.roll`` rotations, CKKS's level accounting from ``spec.levels_needed``): weights float64 ``(d,)``."""
+    ev = SlotSimulator(None, slots=spec.slots, max_level=spec.levels_needed)
     out = circuit.train(ev, ev.encrypt(pack_training(x, y, spec)), gammas=spec.gammas, poly=spec.sigmoid,
                         layout=spec.layout)
-    return unpack_weights(out.values, spec)
+    return unpack_weights(ev.decrypt(out), spec)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -357,7 +359,7 @@ def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext
     _check_server_inputs(ctx, eval_keys, spec, ct_data, "training ciphertext", spec.training_depth)
     if ct_data.batch_shape:
         raise ShapeError(f"the training data must be one ciphertext, got a batch of shape {ct_data.batch_shape}")
-    ev = circuit.CKKSEvaluator(ctx, eval_keys)
+    ev = CKKSEvaluator(ctx, eval_keys)
     return circuit.train(ev, ct_data, gammas=spec.gammas, poly=spec.sigmoid, layout=spec.layout,
                          progress=progress)
 
@@ -371,7 +373,7 @@ def predict_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_weights: Ciphe
     _check_server_inputs(ctx, eval_keys, spec, ct_weights, "weights ciphertext", spec.inference_depth)
     if not isinstance(ct_test, Ciphertext) or ct_test.slots != spec.slots:
         raise SlotError(f"the test ciphertext must be a Ciphertext of {spec.slots} slots")
-    ev = circuit.CKKSEvaluator(ctx, eval_keys)
+    ev = CKKSEvaluator(ctx, eval_keys)
     return circuit.predict(ev, ct_weights, ct_test, spec.layout)
 
 

@@ -10,7 +10,8 @@ A circuit (linear transform, polynomial, an app's whole model) is written once a
 
 Values are batches of slot vectors: a :class:`~hemx.ckks.Ciphertext` with leading batch axes, or a
 :class:`SimCiphertext` holding numpy ``(..., slots)``. Operations never rescale on their own: products return
-at the product of the scales, and :meth:`Evaluator.rescale` divides by the level's primes.
+at the product of the scales, and :meth:`Evaluator.rescale` divides by the level's primes (``mul(a, b,
+rescale=True)`` asks for both at once: on ciphertexts one ModDown then relinearizes and rescales, one rounding).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class Evaluator(Protocol):
     def rescale_divisor(self, level: int) -> float: ...
     def add(self, a, b): ...  # b: a value, or numbers encoded at a's scale
     def sub(self, a, b): ...
-    def mul(self, a, b): ...  # two values, relinearized, not rescaled
+    def mul(self, a, b, *, rescale: bool = False): ...  # two values, relinearized; rescale=True: and rescaled
     def mul_const(self, x, value: float, *, plain_scale: float): ...  # round(value * plain_scale) times x
     def encode(self, values, *, level: int, scale: float): ...  # numbers -> a plaintext for mul_plain
     def mul_plain(self, x, plaintext): ...  # not rescaled
@@ -116,8 +117,9 @@ class CKKSEvaluator:
     def sub(self, a, b):
         return self.ctx.sub(a, b)
 
-    def mul(self, a, b):
-        return self.ctx.mul(a, b, self._need_keys("a ciphertext product"))
+    def mul(self, a, b, *, rescale=False):
+        # rescale=True fuses the rescale into the relinearization's ModDown (one rounding instead of two)
+        return self.ctx.mul(a, b, self._need_keys("a ciphertext product"), rescale=bool(rescale))
 
     def mul_const(self, x, value, *, plain_scale):
         return self.ctx.mul(x, float(value), plain_scale=float(plain_scale))
@@ -310,12 +312,13 @@ class SlotSimulator:
                              f"level {level} (2^{log_q:.1f})")
         return scale
 
-    def mul(self, a: SimCiphertext, b: SimCiphertext) -> SimCiphertext:
+    def mul(self, a: SimCiphertext, b: SimCiphertext, *, rescale: bool = False) -> SimCiphertext:
         if not isinstance(b, SimCiphertext):
             raise ParameterError("mul takes two simulated ciphertexts; use mul_plain / mul_const for plain operands")
         self.products += 1
         level = min(a.level, b.level)
-        return SimCiphertext(a.values * b.values, level, self._product_scale(a.scale * b.scale, level))
+        out = SimCiphertext(a.values * b.values, level, self._product_scale(a.scale * b.scale, level))
+        return self.rescale(out) if rescale else out
 
     def mul_const(self, x: SimCiphertext, value, *, plain_scale) -> SimCiphertext:
         if not (math.isfinite(plain_scale) and plain_scale > 0):
