@@ -1,0 +1,171 @@
+"""``hemx bench bootstrap``: bootstrapping latency, precision, levels and keys, hemx beside desilofhe.
+
+Each library runs in its own process (``python -m hemx.bench.bootstrap --worker hemx|desilofhe ...``), one after
+the other, so that both key sets never share the memory of a small machine; each worker prints one JSON line.
+For every side: key generation time, key count and bytes, the first bootstrap (compilation included for hemx),
+the median of ``repeats`` bootstraps, the worst and mean precision in bits against the encrypted values
+(uniform in [-1, 1], ``-log2 |got - want|`` computed here), and the level left for the user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from hemx.bench.report import BenchResult, render_table
+
+SIDES = ("hemx", "desilofhe")
+
+
+def _bits(want, got) -> tuple[float, float]:
+    err = np.abs(np.asarray(got) - np.asarray(want)).ravel()
+    bits = -np.log2(np.maximum(err, 2.0 ** -60))
+    return float(bits.min()), float(bits.mean())
+
+
+def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int) -> dict:
+    import jax
+
+    import hemx
+    from hemx.circuits.bootstrap import Bootstrapper
+    from hemx.ckks import InsecureParametersWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        params = hemx.CKKSParameters.preset(preset, allow_insecure=True)
+    ctx = hemx.Context(params)
+    start = time.perf_counter()
+    bt = Bootstrapper(ctx)
+    prepare_s = time.perf_counter() - start
+    start = time.perf_counter()
+    keys = ctx.keygen(rotations=bt.rotations, conjugation=True)
+    jax.block_until_ready([k.data for k in keys.galois.values()])
+    keygen_s = time.perf_counter() - start
+    switching = [keys.relin, *keys.galois.values()]
+    key_bytes = sum(int(k.data.size) * k.data.dtype.itemsize for k in switching)
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, ctx.slots)
+    ct = ctx.drop_level(ctx.encrypt(x, keys), 0)
+    start = time.perf_counter()
+    out = jax.block_until_ready(bt.bootstrap(ct, keys, iterations=iterations))
+    first_s = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = jax.block_until_ready(bt.bootstrap(ct, keys, iterations=iterations))
+        times.append(time.perf_counter() - start)
+    min_bits, mean_bits = _bits(x, ctx.decrypt(out, keys))
+    return {"side": "hemx", "params": params.describe(), "n": params.n, "slots": ctx.slots,
+            "log_qp": params.log_qp, "ntt": ctx.plan.describe(), "iterations": iterations,
+            "prepare_s": prepare_s, "keygen_s": keygen_s, "keys": len(switching), "key_bytes": key_bytes,
+            "first_s": first_s, "median_s": statistics.median(times), "min_s": min(times),
+            "min_bits": min_bits, "mean_bits": mean_bits, "level_after": out.level,
+            "max_level": params.max_level, "bootstrap": repr(bt)}
+
+
+def _desilo_worker(repeats: int, threads: int, seed: int) -> dict:
+    import desilofhe
+
+    engine = desilofhe.Engine(mode="cpu", bootstrap=True, thread_count=threads)
+    start = time.perf_counter()
+    sk = engine.create_secret_key()
+    pk = engine.create_public_key(sk)
+    relin = engine.create_relinearization_key(sk)
+    conj = engine.create_conjugation_key(sk)
+    boot_key = engine.create_bootstrap_key(sk)
+    keygen_s = time.perf_counter() - start
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, engine.slot_count)
+    ct = engine.encrypt(x, pk, level=0)
+    start = time.perf_counter()
+    out = engine.bootstrap(ct, relin, conj, boot_key)
+    first_s = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = engine.bootstrap(ct, relin, conj, boot_key)
+        times.append(time.perf_counter() - start)
+    min_bits, mean_bits = _bits(x, engine.decrypt(out, sk))
+    return {"side": "desilofhe", "slots": engine.slot_count, "max_level": engine.max_level, "threads": threads,
+            "keygen_s": keygen_s, "first_s": first_s, "median_s": statistics.median(times), "min_s": min(times),
+            "min_bits": min_bits, "mean_bits": mean_bits, "level_after": out.level,
+            "key_bytes": len(engine.serialize_bootstrap_key(boot_key))}
+
+
+def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: int, seed: int = 1,
+             timeout_s: float = 3600.0) -> dict:
+    """One side in a fresh process limited to ``threads`` CPUs; its JSON result (or ``{"error": ...}``)."""
+    cmd = [sys.executable, "-m", "hemx.bench.bootstrap", "--worker", side, "--preset", preset,
+           "--repeats", str(repeats), "--iterations", str(iterations), "--threads", str(threads),
+           "--seed", str(seed)]
+    env = dict(os.environ)
+    try:
+        cpus = sorted(os.sched_getaffinity(0))[:threads]
+        pre = lambda: os.sched_setaffinity(0, cpus)  # noqa: E731
+    except AttributeError:  # pragma: no cover - non-Linux
+        pre = None
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s, preexec_fn=pre)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {"side": side, "error": (proc.stderr or proc.stdout)[-2000:]}
+
+
+def bench_bootstrap(*, preset: str = "boot_16", sides=SIDES, repeats: int = 3, iterations: int = 1,
+                    threads: int = 2, console=None) -> list[BenchResult]:
+    results = []
+    for side in sides:
+        if console is not None:
+            console.print(f"[dim]{side}: key generation and bootstraps in a separate process...[/]")
+        row = run_side(side, preset=preset, repeats=repeats, iterations=iterations, threads=threads)
+        results.append(BenchResult("bootstrap", side, {"preset": preset if side == "hemx" else "default",
+                                                        "threads": threads},
+                                   row.get("median_s"), row.get("min_s"), extra=row))
+    return results
+
+
+def print_report(results: list[BenchResult], console) -> None:
+    rows = []
+    for r in results:
+        e = r.extra
+        if "error" in e:
+            rows.append((r.name, "error: " + e["error"].splitlines()[-1][:80], "", "", "", "", "", "", ""))
+            continue
+        rows.append((r.name, e.get("slots"), e.get("keygen_s"), e.get("key_bytes", 0) / 2**30, e.get("first_s"),
+                     e.get("median_s"), e.get("min_bits"), e.get("mean_bits"),
+                     f"{e.get('level_after')} / {e.get('max_level')}"))
+    render_table("bootstrapping", ["library", "slots", "keygen s", "key GiB", "first s", "median s", "min bits",
+                                   "mean bits", "level after / max"], rows, console)
+
+
+def _main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m hemx.bench.bootstrap")
+    ap.add_argument("--worker", choices=SIDES, required=True)
+    ap.add_argument("--preset", default="boot_16")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args(argv)
+    if a.worker == "hemx":
+        row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed)
+    else:
+        row = _desilo_worker(a.repeats, a.threads, a.seed)
+    print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
+
+
+__all__ = ["bench_bootstrap", "run_side", "print_report", "SIDES"]
