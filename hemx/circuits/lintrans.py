@@ -65,6 +65,8 @@ class LinearTransform:
             levels' primes.
         bsgs_ratio: cost of a giant rotation relative to a hoisted baby rotation, for choosing the split.
         zero_tol: diagonals whose entries are all at most this in absolute value are skipped.
+        plain_scale: scale of the encoded diagonals (default: the rescale divisor of ``level``, which keeps the
+            input's scale); the output scale is ``input scale * plain_scale / divisor``.
 
     Attributes:
         rotations: the rotation steps whose Galois keys :meth:`apply` needs (pass to ``ctx.keygen``).
@@ -73,7 +75,7 @@ class LinearTransform:
     """
 
     def __init__(self, backend, matrix, *, level: int | None = None, bsgs_ratio: float = DEFAULT_BSGS_RATIO,
-                 zero_tol: float = 0.0):
+                 zero_tol: float = 0.0, plain_scale: float | None = None):
         ev = as_evaluator(backend)
         self._backend = backend
         if isinstance(matrix, dict):
@@ -100,7 +102,12 @@ class LinearTransform:
         self.rotations = tuple(sorted({s for s in self.baby_steps + self.giant_steps if s}))
         # pre-rotated diagonals rot(d_{g+b}, -g), one plaintext each, encoded in one batch
         shifted = np.stack([np.roll(row, k - k % self.n1) for k, row in zip(self.indices, rows)])
-        plain = ev.encode(shifted, level=self.level, scale=ev.rescale_divisor(self.level))
+        if plain_scale is None:
+            plain_scale = ev.rescale_divisor(self.level)
+        elif not (isinstance(plain_scale, (int, float)) and math.isfinite(plain_scale) and plain_scale > 0):
+            raise ParameterError(f"plain_scale must be a positive number, got {plain_scale!r}")
+        self.plain_scale = float(plain_scale)
+        plain = ev.encode(shifted, level=self.level, scale=self.plain_scale)
         self._plaintexts = dict(zip(self.indices, _unstack(plain, len(self.indices))))
 
     def __repr__(self) -> str:

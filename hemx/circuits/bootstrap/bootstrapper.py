@@ -36,7 +36,7 @@ import numpy as np
 
 from hemx.circuits.bootstrap import dft
 from hemx.circuits.bootstrap.mod1 import EvalMod, bound_for
-from hemx.circuits.evaluator import CKKSEvaluator
+from hemx.circuits.evaluator import CKKSEvaluator, SlotSimulator
 from hemx.circuits.lintrans import LinearTransform
 from hemx.ckks import Ciphertext, Context, EvaluationKeys
 from hemx.errors import LevelError, ParameterError
@@ -123,7 +123,15 @@ class Bootstrapper:
         stc = dft.grouped_factors(self.slots, self.plan.stc_levels, inverse=False)
         stc[-1] = dft.scaled(stc[-1], self.q0 / (2.0 * math.pi * self.design_scale))
         stc_top = self.plan.output_level + self.plan.stc_levels
-        self.stc = [LinearTransform(ctx, f, level=stc_top - i) for i, f in enumerate(stc)]
+        # EvalMod's output scale is fixed by the parameters (its input is at exactly the context's scale): the
+        # slot simulator's exact bookkeeping gives it, and the last factor's plaintexts land the result on D
+        sim = SlotSimulator(p)
+        y = self.evalmod(sim, sim.encrypt(np.zeros(1), level=norm_level - 1, scale=p.scale), scale=p.scale)
+        last = self.plan.output_level + 1
+        last_scale = self.design_scale * ctx.rescale_divisor(last) / y.scale
+        self.stc = [LinearTransform(ctx, f, level=stc_top - i,
+                                    plain_scale=last_scale if stc_top - i == last else None)
+                    for i, f in enumerate(stc)]
         self.rotations = tuple(sorted({r for lt in self.cts + self.stc for r in lt.rotations}))
         # ModRaise: INTT over the base, centered conversion to the other primes, NTT over Q
         method = ctx.ring.ntt_method
@@ -233,7 +241,7 @@ class Bootstrapper:
         y = self.evalmod(ev, t, scale=ctx.params.scale)
         y = ctx.add(ev.take(y, 0), ctx.mul(ev.take(y, 1), self._i_monomial))
         out = self.slots_to_coeffs(ev, y)
-        # the SlotsToCoeffs constant assumed the scale D; read the result at the input's own scale
+        # the result holds m / D at scale D; read it at the input's scale: m / in_scale, the input's values
         return out.replace(scale=out.scale * in_scale / self.design_scale, is_complex=ct.is_complex)
 
 

@@ -1,0 +1,197 @@
+"""Bootstrapping (hemx.circuits.bootstrap): the special-FFT factors against the encoder's slot matrix, EvalMod
+against the sine, and encrypted bootstraps on the ``boot_12`` preset (full slots, real and complex values,
+batches, two iterations, a chain of bootstraps with products, jit) against numpy.
+
+Precision is computed here (``tests.helpers.ckks_helpers.bits_of``); bounds sit 3 bits below the figures measured
+on the development CPU (seeded), which docs/bootstrap.md reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import hemx
+from hemx.ckks import Sampler
+from hemx.circuits.bootstrap import Bootstrapper, EvalMod, bound_for
+from hemx.circuits.bootstrap import dft
+from hemx.circuits import polynomial_depth
+from hemx.errors import LevelError, MissingKeyError, ParameterError
+
+from tests.helpers.ckks_helpers import INSECURE, bits_of, small_params
+
+pytestmark = pytest.mark.filterwarnings(INSECURE)
+
+MARGIN = 3.0
+MEASURED = {  # worst-slot bits (mean in the comment), boot_12, seeded
+    "real": 21.4,  # mean 23.9
+    "complex": 20.9,
+    "two_iterations": 37.4,  # mean 40.2
+    "chain5": 17.5,
+}
+MEASURED_MEAN = {"real": 23.9, "two_iterations": 40.2}
+
+
+# ------------------------------------------------------------------------------------------------- structure
+
+
+@pytest.mark.parametrize("slots", [2, 4, 8, 64, 256])
+def test_fft_factors_rebuild_the_slot_matrix(slots):
+    """F B = U (U: the encoder's slots-from-coefficients matrix, B: bit reversal), for every grouping."""
+    u = dft.slot_matrix(slots)
+    b = np.eye(slots)[dft.bit_reverse(slots)]
+    for levels in (1, 2, 3, 4):
+        f = np.eye(slots, dtype=complex)
+        for factor in dft.grouped_factors(slots, levels, inverse=False):
+            f = dft.dense(factor, slots) @ f
+        assert np.max(np.abs(f @ b - u)) < 1e-12 * slots
+        g = np.eye(slots, dtype=complex)
+        for factor in dft.grouped_factors(slots, levels, inverse=True):
+            g = dft.dense(factor, slots) @ g
+        assert np.max(np.abs(g @ f - np.eye(slots))) < 1e-12 * slots
+        assert len(dft.grouped_factors(slots, levels, inverse=False)) == min(levels, int(math.log2(slots)))
+
+
+def test_slot_matrix_matches_the_encoder():
+    from hemx.ckks import encoder
+
+    n, s = 64, 16
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=s) + 1j * rng.normal(size=s)
+    m = encoder.encode(z, n, s, 2.0 ** 40).astype(float)[:: n // (2 * s)] / 2.0 ** 40
+    assert np.max(np.abs(dft.slot_matrix(s) @ (m[:s] + 1j * m[s:]) - z)) < 1e-9
+
+
+@settings(max_examples=100, deadline=None)
+@given(k=st.integers(2, 20), r=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_evalmod_is_the_sine_near_integers(k, r, seed):
+    """sin(2 pi u) for u = I + eps, |I| <= K: what EvalMod computes (float64 model of the circuit)."""
+    try:
+        em = EvalMod.create(k, double_angle=r)
+    except ParameterError:  # too few double angles for this K: the documented refusal
+        assert r <= 2
+        return
+    rng = np.random.default_rng(seed)
+    u = rng.integers(-k, k + 1, 512) + rng.uniform(-1e-3, 1e-3, 512)
+    got = em.reference(u / (k + 1))
+    assert np.max(np.abs(got - np.sin(2 * np.pi * u))) < 2.0 ** -40 * 2 ** (2 * r)
+    assert em.depth == polynomial_depth(em.coefficients, basis="chebyshev") + r <= em.degree.bit_length() + r
+
+
+def test_bound_for_weights():
+    assert bound_for(32, 1 << 16) == 11 and bound_for(64, 1 << 12) == 15
+    assert bound_for(None, 1 << 16) > 300  # a dense secret needs sparse encapsulation, not a wider EvalMod
+
+
+# ------------------------------------------------------------------------------------------------- ciphertexts
+
+
+@functools.lru_cache(maxsize=None)
+def boot12():
+    params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
+    ctx = hemx.Context(params, ntt="mat3", sampler=Sampler.insecure_for_tests(5))
+    bt = Bootstrapper(ctx)
+    keys = ctx.keygen(rotations=bt.rotations, conjugation=True)
+    return ctx, bt, keys
+
+
+def test_plan_and_keys():
+    ctx, bt, keys = boot12()
+    assert bt.plan.output_level == 3 and bt.plan.depth == ctx.params.max_level - 3
+    assert bt.k == 11 and len(bt.rotations) <= 40
+    ct = ctx.encrypt(np.zeros(4), keys)
+    conj = 2 * ctx.params.n - 1
+    server = keys.evaluation_keys()
+    rotation_elements = sorted(g for g in server.galois if g != conj)
+    for missing in (rotation_elements[0], rotation_elements[-1], conj):
+        few = dataclasses.replace(server, galois={g: k for g, k in server.galois.items() if g != missing})
+        with pytest.raises(MissingKeyError):
+            bt.bootstrap(ct, few)
+    with pytest.raises(ParameterError):
+        bt.bootstrap(ct, keys, iterations=0)
+
+
+def test_bootstrap_real_batch_and_levels():
+    ctx, bt, keys = boot12()
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-1, 1, (2, ctx.slots))
+    ct = ctx.encrypt(x, keys)  # at the top level: dropped to level 0 by bootstrap
+    out = bt.bootstrap(ct, keys)
+    assert out.level == 3 and out.batch_shape == (2,)
+    assert out.scale == pytest.approx(ct.scale, rel=1e-12)  # exactly the input's scale
+    stats = bits_of(x, ctx.decrypt(out, keys))
+    err = np.abs(ctx.decrypt(out, keys) - x)
+    mean_bits = float(np.mean(-np.log2(np.maximum(err, 2.0 ** -60))))
+    print("real", stats, f"mean {mean_bits:.2f}")
+    assert stats.min_bits >= MEASURED["real"] - MARGIN
+    assert mean_bits >= MEASURED_MEAN["real"] - MARGIN
+
+
+def test_bootstrap_complex_values():
+    ctx, bt, keys = boot12()
+    rng = np.random.default_rng(8)
+    z = (rng.uniform(-1, 1, ctx.slots) + 1j * rng.uniform(-1, 1, ctx.slots)) / math.sqrt(2)
+    out = bt.bootstrap(ctx.drop_level(ctx.encrypt(z, keys), 0), keys)
+    got = ctx.decrypt(out, keys)
+    assert np.iscomplexobj(got)
+    stats = bits_of(z, got)
+    print("complex", stats)
+    assert stats.min_bits >= MEASURED["complex"] - MARGIN
+
+
+def test_two_iterations():
+    ctx, bt, keys = boot12()
+    x = np.random.default_rng(9).uniform(-1, 1, ctx.slots)
+    out = bt.bootstrap(ctx.drop_level(ctx.encrypt(x, keys), 0), keys, iterations=2)
+    got = ctx.decrypt(out, keys)
+    err = np.abs(got - x)
+    mean_bits = float(np.mean(-np.log2(np.maximum(err, 2.0 ** -60))))
+    stats = bits_of(x, got)
+    print("two_iterations", stats, f"mean {mean_bits:.2f}")
+    assert out.level == 3
+    assert stats.min_bits >= MEASURED["two_iterations"] - MARGIN
+    assert mean_bits >= MEASURED_MEAN["two_iterations"] - MARGIN
+
+
+def test_chain_of_five_bootstraps_with_products():
+    """x -> (bootstrap, square, times 0.9 + 0.05) five times: deeper than the chain allows, still accurate."""
+    ctx, bt, keys = boot12()
+    x = np.random.default_rng(10).uniform(-1, 1, ctx.slots)
+    want = x.copy()
+    ct = ctx.encrypt(x, keys)
+    for _ in range(5):
+        ct = bt.bootstrap(ct, keys)
+        ct = ctx.mul(ct, ct, keys, rescale=True)
+        ct = ctx.add(ctx.mul(ct, 0.9, rescale=True), 0.05)
+        want = 0.9 * want * want + 0.05
+        assert ct.level == 1
+    stats = bits_of(want, ctx.decrypt(ct, keys))
+    print("chain5", stats)
+    assert stats.min_bits >= MEASURED["chain5"] - MARGIN
+
+
+def test_errors_and_parameters_without_room():
+    with pytest.raises(LevelError):
+        Bootstrapper(hemx.Context(small_params(10, 4), ntt="mat3"))
+    params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
+    with pytest.raises(ParameterError, match="full-slot"):
+        Bootstrapper(hemx.Context(params, ntt="mat3", slots=64))
+    with pytest.raises(ParameterError):
+        Bootstrapper("ctx")
+
+
+@pytest.mark.slow
+def test_bootstrap_under_jit_equals_eager():
+    """The whole bootstrap traces into one XLA program (a minute or two of compilation on 2 cores)."""
+    ctx, bt, keys = boot12()
+    ct = ctx.drop_level(ctx.encrypt(np.random.default_rng(11).uniform(-1, 1, ctx.slots), keys), 0)
+    jitted = jax.jit(lambda c: bt.bootstrap(c, keys))(ct)
+    eager = bt.bootstrap(ct, keys)
+    assert (jitted.level, jitted.scale, jitted.slots) == (eager.level, eager.scale, eager.slots)
+    assert np.array_equal(np.asarray(jitted.data), np.asarray(eager.data))
