@@ -29,13 +29,13 @@ from tests.helpers.ckks_helpers import INSECURE, bits_of, small_params
 pytestmark = pytest.mark.filterwarnings(INSECURE)
 
 MARGIN = 3.0
-MEASURED = {  # worst-slot bits (mean in the comment), boot_12, seeded
-    "real": 21.4,  # mean 23.9
-    "complex": 20.9,
-    "two_iterations": 37.4,  # mean 40.2
-    "chain5": 17.5,
+MEASURED = {  # worst-slot bits, boot_12, seeded, measured by this file on the development CPU (2026-11-23)
+    "real": 21.3,
+    "complex": 21.3,
+    "two_iterations": 37.4,
+    "chain5": 19.2,
 }
-MEASURED_MEAN = {"real": 23.9, "two_iterations": 40.2}
+MEASURED_MEAN = {"real": 24.1, "two_iterations": 40.2}
 
 
 # ------------------------------------------------------------------------------------------------- structure
