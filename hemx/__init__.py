@@ -1,6 +1,6 @@
 """hemx: CKKS homomorphic encryption on matrix engines, in JAX."""
 
-__version__ = "0.1.0"
+from hemx._version import __version__  # noqa: E402,F401  (one place; layers below read hemx._version)
 
 from hemx import errors, nt  # noqa: E402
 from hemx import kernels  # noqa: E402  (enables 64-bit JAX types)
@@ -9,6 +9,9 @@ from hemx import ckks  # noqa: E402
 from hemx.ckks import CKKSParameters, Context, KeySet, Ciphertext, Plaintext  # noqa: E402
 from hemx import io  # noqa: E402
 from hemx.service import Client, Server  # noqa: E402
+from hemx import compilation_cache  # noqa: E402
+
+compilation_cache.configure()  # JAX's persistent compilation cache (HEMX_COMPILATION_CACHE=0: off)
 
 __all__ = [
     "errors", "nt", "kernels", "ring", "ckks",

@@ -19,16 +19,58 @@ def _console():
 
 
 def _cmd_info(args) -> int:
-    import hemx
+    from hemx._version import __version__
     from hemx.bench.timing import machine_info, machine_label
 
     info = machine_info()
+    from hemx.kernels import native
+
+    info["native_kernels"] = native.describe()  # which NTT path is active here, and why
+    info["compilation_cache"] = _compilation_cache_line()  # JAX persistent cache: where, on/off and why, size
     if args.json:
-        print(json.dumps({"hemx": hemx.__version__, **info}))
+        print(json.dumps({"hemx": __version__, **info}))
     else:
-        print(f"hemx {hemx.__version__} on {machine_label(info)}")
+        print(f"hemx {__version__} on {machine_label(info)}")
         for k, v in info.items():
             print(f"  {k}: {v}")
+    return 0
+
+
+def _compilation_cache_line() -> str:
+    from hemx import compilation_cache as cc
+
+    st = cc.status()
+    entries, size = cc.usage(st.directory)
+    where = f"{st.directory}, {entries} entries, {size / 2**20:.1f} MiB" if st.enabled else "off"
+    return f"{where} ({st.reason})"
+
+
+def _cmd_cache(args) -> int:
+    from hemx import compilation_cache as cc
+    from hemx import plan
+
+    st = cc.status()
+    if args.cache_command == "info":
+        entries, size = cc.usage(cc.default_directory())
+        doc = {"compilation_cache": {**st.as_dict(), "hemx_directory": cc.default_directory(), "entries": entries,
+                                     "bytes": size},
+               "plan_cache": {"path": plan.cache_path(), "exists": os.path.exists(plan.cache_path())}}
+        if args.json:
+            print(json.dumps(doc))
+        else:
+            print(f"compilation cache: {_compilation_cache_line()}")
+            if st.directory != cc.default_directory():
+                print(f"  hemx's own directory: {cc.default_directory()}, {entries} entries, {size / 2**20:.1f} MiB")
+            print(f"plan cache (wisdom): {plan.cache_path()}{'' if doc['plan_cache']['exists'] else ' (none yet)'}")
+        return 0
+    if args.only in (None, "compilation"):
+        freed = cc.clear()
+        print(f"removed hemx's compilation cache {cc.default_directory()} ({freed / 2**20:.1f} MiB)")
+        if st.managed_by == "user":
+            print(f"JAX's cache {st.directory} is configured outside hemx: not touched")
+    if args.only in (None, "plans"):
+        existed = plan.reset_cache()
+        print(f"{'removed' if existed else 'no plan cache at'} {plan.cache_path()}")
     return 0
 
 
@@ -40,11 +82,13 @@ def _cmd_demo(args) -> int:
         options["num_images"] = args.images
     if args.workload == "logreg" and args.iterations is not None:
         options["iterations"] = args.iterations
+    if args.workload == "cnn" and args.no_warm_up:
+        options["warm_up"] = False
     return demo.main(args.workload, as_json=args.json, **options)
 
 
 PEERS = "desilofhe,tenseal"
-NTT_CHOICES = ["butterfly", "four_step", "mat3", "multilevel"]
+NTT_CHOICES = ["butterfly", "four_step", "mat3", "multilevel", "native"]
 QUICK = {
     "sets": "A,B",
     "batches": "1,8",
@@ -105,6 +149,11 @@ def _cmd_bench_kernels(args) -> int:
         lay_batches = [b for b in batches if b > 1] or [2]
         results += kb.bench_layout(sets, batches=lay_batches, repeats=max(repeats, 3), max_elements=args.max_elements,
                                    reduction=args.reduction, console=console, **kw)
+    if "native" in suites:  # the C++ NTT vs its native probes, JAX and desilofhe (hemx/bench/native.py)
+        from hemx.bench.native import bench_native
+
+        results += bench_native(threads=args.threads or 2, repeats=max(repeats, 5), console=console,
+                                peers=peers or ("desilofhe",))
     if "modred" in suites:
         results += kb.bench_modred((1,) if args.quick else (1, 2, 4, 8), set_name="B" if args.quick else "D",
                                    repeats=repeats, console=console)
@@ -133,8 +182,47 @@ def _cmd_bench_ops(args) -> int:
     results = ob.bench_ops(sets, batch=args.batch, repeats=args.repeats, peers=peers, threads=args.threads,
                            ntt=args.ntt, console=console)
     ob.print_ops_report(results, console, batch=args.batch)
+    if args.compile:  # first call vs steady, cold and warm persistent compilation cache (fresh processes)
+        compiled = ob.bench_compile(sets, repeats=args.repeats, console=console)
+        ob.print_compile_report(compiled, console)
+        results += compiled
     meta = {"argv": sys.argv[1:], "sets": sets, "peers": peers, "threads": threads}
     _save_and_plot(console, results, "ops", args, meta, ob.plot_ops)
+    return 0
+
+
+def _cmd_bench_circuits(args) -> int:
+    from hemx.bench import circuits as cb
+    from hemx.bench.kernels import parse_int_list
+
+    console = _console()
+    suites = [s.strip() for s in args.suite.split(",") if s.strip()]
+    unknown = [s for s in suites if s not in cb.SUITES]
+    if unknown:
+        raise HemxError(f"unknown suite(s) {unknown}; choose from {list(cb.SUITES)}")
+    results = []
+    if "poly" in suites:
+        results += cb.bench_polynomials(cb.bench_params(args.log_n, 9), repeats=args.repeats,
+                                        degrees=parse_int_list(args.degrees), console=console)
+    if "lintrans" in suites:
+        results += cb.bench_lintrans(cb.bench_params(args.log_n, 2), repeats=args.repeats, console=console)
+    cb.print_report(results, console)
+    _save_and_plot(console, results, "circuits", args, {"argv": sys.argv[1:], "suites": suites}, None)
+    return 0
+
+
+def _cmd_bench_bootstrap(args) -> int:
+    from hemx.bench import bootstrap as bb
+
+    console = _console()
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    unknown = [s for s in sides if s not in bb.SIDES]
+    if unknown:
+        raise HemxError(f"unknown side(s) {unknown}; choose from {list(bb.SIDES)}")
+    results = bb.bench_bootstrap(preset=args.preset, sides=sides, repeats=args.repeats,
+                                 iterations=args.iterations, threads=args.threads, console=console)
+    bb.print_report(results, console)
+    _save_and_plot(console, results, "bootstrap", args, {"argv": sys.argv[1:], "sides": sides}, None)
     return 0
 
 
@@ -206,18 +294,28 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true")
     info.set_defaults(func=_cmd_info)
 
+    cache = sub.add_parser("cache", help="the compilation cache and the planner's wisdom: info, clear")
+    csub = cache.add_subparsers(dest="cache_command", required=True)
+    ci = csub.add_parser("info", help="where the caches are, whether the compilation cache is on and why, sizes")
+    ci.add_argument("--json", action="store_true")
+    cc = csub.add_parser("clear", help="delete hemx's compilation cache and the plan cache (wisdom)")
+    cc.add_argument("--only", choices=["compilation", "plans"], default=None, help="clear only this one")
+    cache.set_defaults(func=_cmd_cache)
+
     demo = sub.add_parser("demo", help="encrypted CNN inference (default) or logistic regression, client/server")
     demo.add_argument("--workload", default="cnn", choices=["cnn", "logreg", "kernels"],
                       help="cnn: digits CNN inference; logreg: HELR training + scoring; kernels: exact-kernel check")
     demo.add_argument("--images", type=int, default=None, help="cnn: the first N test images (default all 360)")
     demo.add_argument("--iterations", type=int, default=None, help="logreg: gradient steps")
+    demo.add_argument("--no-warm-up", action="store_true",
+                      help="cnn: no server warm-up; the first request pays for tracing and compilation")
     demo.add_argument("--json", action="store_true", help="print the summary as one JSON object (progress: stderr)")
     demo.set_defaults(func=_cmd_demo)
 
     bench = sub.add_parser("bench", help="run benchmark suites")
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     k = bsub.add_parser("kernels", help="NTT, BAT, basis conversion and modular-reduction benchmarks")
-    k.add_argument("--suite", default="ntt,bat,bconv,modred", help="comma list of: ntt, bat, bconv, modred, layout")
+    k.add_argument("--suite", default="ntt,bat,bconv,modred", help="comma list of: ntt, bat, bconv, modred, layout, native")
     k.add_argument("--sets", default="A,B,C,D", help="CROSS parameter sets for the NTT suite")
     k.add_argument("--methods", default="", help="NTT methods (default: all)")
     k.add_argument("--batches", default="1,2,4,8,16,32,64", help="batch sizes for the NTT suite")
@@ -245,8 +343,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPUs the process may use with --peers (XLA and peers alike), and peers' thread count")
     o.add_argument("--ntt", default=None, choices=NTT_CHOICES, help="force an NTT method (default: the planner's)")
     o.add_argument("--plot", default="", help="write a latency-vs-N plot (PNG) to this path")
+    o.add_argument("--compile", action="store_true", help="also time the first call (compilation) of HE-Mult, "
+                   "Rotate and a degree-7 polynomial, cold and warm compilation cache, each in fresh processes")
     o.add_argument("--out", default="bench-results")
     o.set_defaults(func=_cmd_bench_ops)
+
+    c = bsub.add_parser("circuits", help="polynomial evaluation and linear transforms: precision, depth, latency")
+    c.add_argument("--suite", default="poly,lintrans", help="comma list of: poly, lintrans")
+    c.add_argument("--log-n", type=int, default=13, help="ring degree 2^log_n of the (test-size) parameter set")
+    c.add_argument("--degrees", default="31,119", help="degrees of the Chebyshev sigmoid")
+    c.add_argument("--repeats", type=int, default=3)
+    c.add_argument("--out", default="bench-results")
+    c.set_defaults(func=_cmd_bench_circuits, plot="")
+
+    bt = bsub.add_parser("bootstrap", help="bootstrapping latency, precision, levels and keys; desilofhe beside")
+    bt.add_argument("--preset", default="boot_16", help="hemx parameter preset (boot_12, boot_13, boot_16)")
+    bt.add_argument("--sides", default="hemx,desilofhe", help="comma list of: hemx, desilofhe (each in its own process)")
+    bt.add_argument("--repeats", type=int, default=3)
+    bt.add_argument("--iterations", type=int, default=1, help="hemx bootstrap iterations (2: META-BTS)")
+    bt.add_argument("--threads", type=int, default=2, help="CPUs each side may use (desilofhe's thread_count)")
+    bt.add_argument("--out", default="bench-results")
+    bt.set_defaults(func=_cmd_bench_bootstrap, plot="")
 
     t = bsub.add_parser("throughput", help="batch-size sweep for the NTT and HE-Mult (CROSS Fig. 11b)")
     t.add_argument("--ops", default="ntt,mul", help="comma list of: ntt, mul")

@@ -160,6 +160,136 @@ def bench_ops(
     return results
 
 
+# ------------------------------------------------------------------------------------------ compile time
+
+COMPILE_OPS = ("mul", "rotate", "poly")
+COMPILE_LABELS = {"mul": "HE-Mult (relin)", "rotate": "Rotate", "poly": "poly deg 7 (eager)"}
+POLY_COEFFICIENTS = (0.1, 0.9, -0.3, 0.2, 0.05, -0.1, 0.02, 0.01)  # degree 7, monomial basis: depth 3
+_COMPILE_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
+                   "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+                   "/jax/core/compile/backend_compile_duration": "backend_s"}
+
+
+def compile_probe(set_name: str, op: str, repeats: int = 3) -> dict:
+    """In this (fresh) process: the first call of ``op`` against its steady latency, with JAX's compile events.
+
+    ``first_s`` is the first call (tracing, lowering, XLA compilation or loading it from the persistent cache,
+    running); ``compile_s = first_s - steady_s``. ``trace_s`` / ``lower_s`` / ``backend_s`` are JAX's own
+    durations during the first call (``backend_s``: compiling, or reading the persistent cache on a hit), and
+    ``hits`` / ``misses`` its persistent-cache events. Meaningful only in a process that has not run ``op``.
+    """
+    import time
+
+    from jax import monitoring
+
+    if op not in COMPILE_OPS:
+        raise ParameterError(f"unknown operation {op!r}; choose from {COMPILE_OPS}")
+    stats = {"trace_s": 0.0, "lower_s": 0.0, "backend_s": 0.0, "hits": 0, "misses": 0, "programs": 0}
+    recording = [False]
+
+    def on_duration(name, seconds, **_):
+        if recording[0] and name in _COMPILE_EVENTS:
+            stats[_COMPILE_EVENTS[name]] += seconds
+            stats["programs"] += name.endswith("backend_compile_duration")
+
+    def on_event(name, **_):
+        if recording[0] and name.endswith(("/cache_hits", "/cache_misses")):
+            stats["hits" if name.endswith("hits") else "misses"] += 1
+
+    monitoring.register_event_duration_secs_listener(on_duration)
+    monitoring.register_event_listener(on_event)
+    params = params_for(set_name)
+    ctx = Context(params)
+    keys = ctx.keygen(rotations=[1])
+    rng = np.random.default_rng(0)
+    a, b = (ctx.encrypt(rng.uniform(-1, 1, ctx.slots), keys) for _ in range(2))
+    jax.block_until_ready((a.data, b.data))
+    if op == "poly":
+        from hemx.circuits import evaluate_polynomial
+
+        fn = lambda: evaluate_polynomial(ctx, a, POLY_COEFFICIENTS, keys).data  # noqa: E731
+    else:
+        fn = _hemx_ops(ctx, keys, a, b, None)[op]
+    recording[0] = True
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    first = time.perf_counter() - start
+    recording[0] = False
+    steady = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        steady.append(time.perf_counter() - start)
+    steady_s = float(np.median(steady))
+    return {"set": set_name, "op": op, "n": params.n, "limbs": params.num_limbs, "ntt": ctx.plan.describe(),
+            "first_s": first, "steady_s": steady_s, "compile_s": first - steady_s, **stats}
+
+
+def bench_compile(sets: Iterable[str] = ("P16",), *, ops: Sequence[str] = COMPILE_OPS, repeats: int = 3,
+                  console: Console | None = None) -> list[BenchResult]:
+    """Compile time of each operation with a cold and a warm persistent compilation cache.
+
+    Every (set, op) runs :func:`compile_probe` in two fresh processes that share a new temporary cache
+    directory (hemx's thresholds: every program is cached): the first compiles (cold), the second loads what the
+    first wrote (warm). Planner choices come from the user's plan cache as usual (the same in both processes).
+    One result per (set, op, cache) with ``median_s`` = steady latency and ``extra["compile_s"]`` = first call
+    minus steady.
+    """
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    from hemx.compilation_cache import MIN_COMPILE_TIME_S, MIN_ENTRY_SIZE_BYTES
+
+    console = console or Console()
+    bad = [op for op in ops if op not in COMPILE_OPS]
+    if bad:
+        raise ParameterError(f"unknown operation(s) {bad}; choose from {COMPILE_OPS}")
+    results = []
+    with _progress(console) as prog:
+        sets = [s.upper() for s in sets]
+        for s in sets:
+            params_for(s)  # an unknown set fails here, not in a subprocess
+        task = prog.add_task("compile time", total=2 * len(sets) * len(ops))
+        for s in sets:
+            for op in ops:
+                with tempfile.TemporaryDirectory(prefix="hemx-compile-bench-") as tmp:
+                    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=tmp,
+                               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=str(MIN_COMPILE_TIME_S),
+                               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=str(MIN_ENTRY_SIZE_BYTES))
+                    code = ("import json; from hemx.bench.ops import compile_probe; "
+                            f"print(json.dumps(compile_probe({s!r}, {op!r}, {int(repeats)})))")
+                    for cache in ("cold", "warm"):
+                        prog.update(task, description=f"set {s}: {op}, {cache} cache")
+                        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+                        if out.returncode != 0:
+                            raise RuntimeError(f"compile probe {s}/{op} ({cache}) failed:\n{out.stderr[-2000:]}")
+                        r = json.loads(out.stdout.strip().splitlines()[-1])
+                        row = {"set": s, "n": r["n"], "limbs": r["limbs"], "op": op, "cache": cache, "ntt": r["ntt"]}
+                        results.append(BenchResult("compile", "hemx", row, r["steady_s"], extra={
+                            k: r[k] for k in ("first_s", "compile_s", "trace_s", "lower_s", "backend_s", "hits",
+                                              "misses", "programs")}))
+                        prog.advance(task)
+    return results
+
+
+def print_compile_report(results: Sequence[BenchResult], console: Console | None = None) -> None:
+    console = console or Console()
+    rows = []
+    for r in results:
+        if r.suite != "compile":
+            continue
+        e = r.extra
+        rows.append([r.params["set"], r.params["n"], COMPILE_LABELS[r.params["op"]], r.params["cache"],
+                     e["first_s"], r.median_s * 1e3, e["compile_s"], e["trace_s"], e["lower_s"], e["backend_s"],
+                     f"{e['programs']} ({e['hits']} hits)"])
+    render_table("First call vs steady (compile = first - steady; trace/lower/backend: JAX's events in the first "
+                 "call; backend = XLA compile, or the cache read on a hit)",
+                 ["set", "N", "op", "cache", "first s", "steady ms", "compile s", "trace s", "lower s", "backend s",
+                  "programs"], rows, console)
+
+
 def print_ops_report(results: Sequence[BenchResult], console: Console | None = None, batch: int = 8) -> None:
     console = console or Console()
     libs = sorted({r.name for r in results if r.suite == "ops" and r.name != "hemx"})

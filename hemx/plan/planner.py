@@ -50,6 +50,7 @@ MODES: tuple[str, ...] = ("measure", "off")
 MODE_ENV = "HEMX_PLAN"
 BUDGET_ENV = "HEMX_PLAN_BUDGET_S"
 DEFAULT_BUDGET_S = 3.0
+COMPLETE_BUDGET_S = 60.0  # the default budget while the persistent compilation cache is on
 DEFAULT_REPEATS = 5
 TIMED_ELEMENTS = 1 << 20  # residues in the representative limb batch
 MAX_TIMED_LIMBS = 16
@@ -92,11 +93,19 @@ def planning_mode(planning: str | None = None) -> str:
 
 
 def planning_budget(budget_s: float | None = None) -> float:
-    """Seconds one planning call may spend: the argument, else ``$HEMX_PLAN_BUDGET_S``, else the default."""
+    """Seconds one planning call may spend: the argument, else ``$HEMX_PLAN_BUDGET_S``, else the default.
+
+    The default is :data:`DEFAULT_BUDGET_S`, or :data:`COMPLETE_BUDGET_S` while JAX's persistent compilation
+    cache is on (``import hemx`` turns it on, see :mod:`hemx.compilation_cache`): the chosen variant is part of
+    every compiled program, so a search finished by instalments, whose choice changes in a later process, makes
+    that process compile everything again (measured: the second ``hemx demo`` recompiled its whole circuit,
+    ~20 s on the 2-core CPU), while finishing the search on first use costs a few seconds once.
+    """
     if budget_s is None:
         raw = os.environ.get(BUDGET_ENV)
         if raw is None:
-            return DEFAULT_BUDGET_S
+            cached = bool(jax.config.jax_compilation_cache_dir) and jax.config.jax_enable_compilation_cache
+            return COMPLETE_BUDGET_S if cached else DEFAULT_BUDGET_S
         try:
             budget_s = float(raw)
         except ValueError as exc:
