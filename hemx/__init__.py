@@ -7,6 +7,7 @@ from hemx import kernels  # noqa: E402  (enables 64-bit JAX types)
 from hemx import ring  # noqa: E402
 from hemx import ckks  # noqa: E402
 from hemx.ckks import CKKSParameters, Context, KeySet, Ciphertext, Plaintext  # noqa: E402
+from hemx import circuits  # noqa: E402  (also registers bootstrapping with Context.bootstrap)
 from hemx import io  # noqa: E402
 from hemx.service import Client, Server  # noqa: E402
 from hemx import compilation_cache  # noqa: E402
@@ -14,7 +15,7 @@ from hemx import compilation_cache  # noqa: E402
 compilation_cache.configure()  # JAX's persistent compilation cache (HEMX_COMPILATION_CACHE=0: off)
 
 __all__ = [
-    "errors", "nt", "kernels", "ring", "ckks",
+    "errors", "nt", "kernels", "ring", "ckks", "circuits",
     "CKKSParameters", "Context", "KeySet", "Ciphertext", "Plaintext", "__version__",
 ]
 __all__ += ["io", "Client", "Server"]

@@ -4,6 +4,7 @@
   hoisted rotations);
 * :func:`evaluate_polynomial`, :func:`chebyshev_coefficients`, :func:`polynomial_depth`: polynomials in the power
   or Chebyshev basis with exact scale management;
+* :mod:`hemx.circuits.bootstrap`: packed bootstrapping (``ctx.bootstrap``), built from the pieces above;
 * :class:`CKKSEvaluator` (a context and its keys) and :class:`SlotSimulator` (cleartext slot vectors with the same
   level and scale accounting) implement :class:`Evaluator`; every circuit runs on both.
 
@@ -21,9 +22,10 @@ from hemx.circuits.evaluator import (
 )
 from hemx.circuits.lintrans import LinearTransform, bsgs_split, diagonals, linear_transform
 from hemx.circuits.polynomial import chebyshev_coefficients, evaluate_polynomial, polynomial_depth
+from hemx.circuits import bootstrap  # noqa: E402  (registers Context.bootstrap)
 
 __all__ = [
     "Evaluator", "CKKSEvaluator", "SlotSimulator", "SimCiphertext", "SimPlaintext", "as_evaluator",
     "block_until_ready", "LinearTransform", "linear_transform", "diagonals", "bsgs_split",
-    "evaluate_polynomial", "chebyshev_coefficients", "polynomial_depth",
+    "evaluate_polynomial", "chebyshev_coefficients", "polynomial_depth", "bootstrap",
 ]

@@ -84,13 +84,17 @@ class CKKSEvaluator:
             of the rotations used); None for circuits that need no key (additions, plaintext products).
     """
 
-    def __init__(self, ctx: Context, keys: EvaluationKeys | None = None):
+    def __init__(self, ctx: Context, keys: EvaluationKeys | None = None, *, slots: int | None = None):
         if not isinstance(ctx, Context):
             raise ParameterError(f"expected a hemx.Context, got {type(ctx).__name__}")
         if keys is not None and not isinstance(keys, EvaluationKeys):
             raise ParameterError(f"expected hemx keys (KeySet or EvaluationKeys), got {type(keys).__name__}")
         self.ctx, self.keys = ctx, keys
-        self.slots = ctx.slots
+        # slots: the context's, or another power of two <= N/2 for circuits that treat a ciphertext as packed
+        # more densely than its context (the full-slot transforms of bootstrapping a sparse ciphertext)
+        self.slots = ctx.slots if slots is None else int(slots)
+        if self.slots > ctx.params.max_slots or self.slots & (self.slots - 1):
+            raise ParameterError(f"slots must be a power of two <= N/2 = {ctx.params.max_slots}, got {slots!r}")
         self.max_level = ctx.params.max_level
         self.default_scale = ctx.params.scale
 
@@ -125,7 +129,7 @@ class CKKSEvaluator:
         return self.ctx.mul(x, float(value), plain_scale=float(plain_scale))
 
     def encode(self, values, *, level, scale):
-        return self.ctx.encode(values, level=level, scale=scale)
+        return self.ctx.encode(values, level=level, scale=scale, slots=self.slots)
 
     def mul_plain(self, x, plaintext):
         return self.ctx.mul(x, plaintext)

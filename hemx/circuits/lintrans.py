@@ -149,6 +149,9 @@ class LinearTransform:
     def _evaluator(self, keys):
         if isinstance(self._backend, Context):
             return CKKSEvaluator(self._backend, keys)
+        if isinstance(self._backend, CKKSEvaluator):
+            return CKKSEvaluator(self._backend.ctx, keys if keys is not None else self._backend.keys,
+                                 slots=self._backend.slots)
         return as_evaluator(self._backend)
 
 

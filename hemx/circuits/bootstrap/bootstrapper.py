@@ -40,7 +40,7 @@ from hemx.circuits.evaluator import CKKSEvaluator, SlotSimulator
 from hemx.circuits.lintrans import LinearTransform
 from hemx.ckks import Ciphertext, Context, EvaluationKeys
 from hemx.errors import LevelError, ParameterError
-from hemx.kernels import bconv as bconv_kernels
+from hemx.kernels import automorphism, bconv as bconv_kernels
 from hemx.ring import RNSRing
 
 DEFAULT_CTS_LEVELS = 3
@@ -71,13 +71,15 @@ class Bootstrapper:
     """Bootstrapping for one context, prepared once (transforms encoded, EvalMod fitted).
 
     Args:
-        ctx: the :class:`~hemx.Context` (full slots: ``slots = N / 2``).
+        ctx: the :class:`~hemx.Context` (full or sparse slots; the transforms run on all N/2 slots).
         k: bound on the ModRaise overflow ``|I|``; default from the secret's Hamming weight (:func:`bound_for`).
         double_angle: double-angle steps of EvalMod; default: the choice of least depth, then least degree.
         cts_levels, stc_levels: levels (FFT factors) of CoeffsToSlots and SlotsToCoeffs.
 
     Attributes:
-        rotations: rotation steps whose Galois keys :meth:`bootstrap` needs (plus the conjugation key).
+        rotations: rotation steps over N/2 slots that :meth:`bootstrap` needs (plus the conjugation key);
+            ``galois_elements`` the same as Galois elements, for ``ctx.keygen(galois_elements=...)``, which is
+            what ``ctx.keygen(bootstrap=True)`` uses.
         plan: the level budget (:class:`BootstrapPlan`); ``plan.output_level`` is the level of the result.
     """
 
@@ -86,14 +88,14 @@ class Bootstrapper:
         if not isinstance(ctx, Context):
             raise ParameterError(f"expected a hemx.Context, got {type(ctx).__name__}")
         p = ctx.params
-        if ctx.slots != p.n // 2:
-            raise ParameterError(f"bootstrapping needs a full-slot context (slots = N/2 = {p.n // 2}), got "
-                                 f"{ctx.slots} slots")
         for name, v in (("cts_levels", cts_levels), ("stc_levels", stc_levels)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ParameterError(f"{name} must be a positive integer, got {v!r}")
         self.ctx = ctx
-        self.slots = ctx.slots
+        # A sparse ciphertext (s < N/2 slots) is also a full-slot one whose slots repeat its s values; its
+        # ModRaise overflow q0 I is dense anyway, so the transforms always run on all N/2 slots.
+        self.slots = p.n // 2
+        full = CKKSEvaluator(ctx, None, slots=self.slots)
         base_count = p.level_sizes[0]
         self.base_moduli = tuple(p.moduli[:base_count])
         self.q0 = float(math.prod(self.base_moduli))
@@ -118,7 +120,7 @@ class Bootstrapper:
         fold = self.raised_scale / (self.q0 * (self.k + 1)) / 2.0
         cts = dft.grouped_factors(self.slots, self.plan.cts_levels, inverse=True)
         cts[0] = dft.scaled(cts[0], fold)
-        self.cts = [LinearTransform(ctx, f, level=top - i) for i, f in enumerate(cts)]
+        self.cts = [LinearTransform(full, f, level=top - i) for i, f in enumerate(cts)]
         # SlotsToCoeffs: F in stc_levels factors, q0 / (2 pi D) folded into the last one applied
         stc = dft.grouped_factors(self.slots, self.plan.stc_levels, inverse=False)
         stc[-1] = dft.scaled(stc[-1], self.q0 / (2.0 * math.pi * self.design_scale))
@@ -129,10 +131,13 @@ class Bootstrapper:
         y = self.evalmod(sim, sim.encrypt(np.zeros(1), level=norm_level - 1, scale=p.scale), scale=p.scale)
         last = self.plan.output_level + 1
         last_scale = self.design_scale * ctx.rescale_divisor(last) / y.scale
-        self.stc = [LinearTransform(ctx, f, level=stc_top - i,
+        self.stc = [LinearTransform(full, f, level=stc_top - i,
                                     plain_scale=last_scale if stc_top - i == last else None)
                     for i, f in enumerate(stc)]
         self.rotations = tuple(sorted({r for lt in self.cts + self.stc for r in lt.rotations}))
+        #: the Galois elements of those rotations over N/2 slots, and conjugation: ``keygen(galois_elements=...)``
+        self.galois_elements = tuple(sorted({automorphism.galois_element(p.n, r) for r in self.rotations}
+                                            | {automorphism.conjugation_element(p.n)}))
         # ModRaise: INTT over the base, centered conversion to the other primes, NTT over Q
         method = ctx.ring.ntt_method
         self._base_ring = RNSRing(p.n, self.base_moduli, ntt=method)
@@ -143,7 +148,8 @@ class Bootstrapper:
         self._lift_p = jnp.asarray(np.array(rest, np.int64).reshape(-1, 1))
         q0 = math.prod(self.base_moduli)
         self._q0_mod_p = jnp.asarray(np.array([q0 % m for m in rest], np.int64).reshape(-1, 1))
-        self._i_monomial = ctx.encode(np.full(self.slots, 1j), level=top, scale=1.0)  # X^(N/2): slots times i
+        self._i_monomial = ctx.encode(np.full(self.slots, 1j), level=top, scale=1.0,
+                                      slots=self.slots)  # X^(N/2): slots times i
 
     @staticmethod
     def _choose_evalmod(k: int, double_angle: int | None) -> EvalMod:
@@ -215,8 +221,8 @@ class Bootstrapper:
             raise ParameterError(f"refine_bits must be an integer in [1, 24], got {refine_bits!r}")
         if iterations > 1 and self.plan.output_level < 1:
             raise LevelError("iterated bootstrapping needs an output level >= 1 (to align the error at level 0)")
-        ev = CKKSEvaluator(ctx, keys)
-        low = ctx.drop_level(ct, 0)
+        ev = CKKSEvaluator(ctx, keys, slots=self.slots)
+        low = ctx.drop_level(ct, 0).replace(slots=self.slots)
         out = self._once(ev, low)
         factor = float(2 ** int(refine_bits))
         for _ in range(iterations - 1):
@@ -226,7 +232,7 @@ class Bootstrapper:
             # out * 2^bits - e' * 2^bits / 2^bits, read at a 2^bits larger scale: out - e' / 2^bits exactly
             refined = ctx.sub(ctx.mul(out, factor, plain_scale=1.0), fix.replace(scale=out.scale))
             out = refined.replace(scale=refined.scale * factor)
-        return out
+        return out.replace(slots=ct.slots)
 
     def _once(self, ev, ct: Ciphertext) -> Ciphertext:
         ctx, keys = self.ctx, ev.keys
