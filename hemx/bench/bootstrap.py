@@ -33,14 +33,13 @@ def _bits(want, got) -> tuple[float, float]:
 def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int) -> dict:
     import jax
 
-    import hemx
     from hemx.circuits.bootstrap import Bootstrapper
-    from hemx.ckks import InsecureParametersWarning
+    from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
-        params = hemx.CKKSParameters.preset(preset, allow_insecure=True)
-    ctx = hemx.Context(params)
+        params = CKKSParameters.preset(preset, allow_insecure=True)
+    ctx = Context(params)
     start = time.perf_counter()
     bt = Bootstrapper(ctx)
     prepare_s = time.perf_counter() - start

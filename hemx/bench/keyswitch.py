@@ -68,20 +68,19 @@ def bench_keyswitch(
             ctx = Context(params, ntt=ntt)
             keys = ctx.keygen(rotations=())
             level = params.max_level
-            t = ctx._level_tables(level)
+            t = ctx.level_tables(level)
             x = ctx.encrypt(np.random.default_rng(0).uniform(-1, 1, ctx.slots), keys).data[1]
             ref = None
             for flow in dataflows:
                 prog.update(task, description=f"set {s}: {flow}")
-                fn = partial(ks.keyswitch, digits=t["digits"], num_special=ctx.num_special, num_q=t["n"],
-                             reduction=ctx.reduction, dataflow=flow)
-                args = (x, keys.relin.data, ctx.plan, t["modup"], t["moddown"], t["p_inv"])
+                fn = partial(ks.keyswitch, num_p=ctx.num_p, reduction=ctx.reduction, dataflow=flow)
+                args = (x, keys.relin.data, ctx.plan, t)
                 mem = _compiled_memory(fn, *args)
                 jitted = jax.jit(fn)
                 out = np.asarray(jitted(*args))
                 ref = out if ref is None else ref
                 tm = time_call(jitted, *args, repeats=repeats)
-                row = {"set": s, "n": params.n, "limbs": t["n"], "special": ctx.num_special, "dnum": params.dnum,
+                row = {"set": s, "n": params.n, "limbs": t.num_q, "special": ctx.num_p, "dnum": params.dnum,
                        "level": level, "dataflow": flow, **mem}
                 peak = _device_peak()
                 if peak is not None:

@@ -1,4 +1,10 @@
-"""Leveled CKKS: parameters, encoding, keys, encryption and the evaluator (hybrid key switching)."""
+"""Leveled CKKS, one module per role (Lattigo's ``schemes/ckks`` split).
+
+``params`` / ``security`` (parameter sets), ``encoder`` (canonical embedding, RNS residues), ``keys`` / ``keygen``
+(key material and its generation), ``encryptor`` (encryption, decryption), ``tables`` (typed per-level tables),
+``keyswitch`` (hybrid key switching, three dataflows), ``evaluator`` (the jitted kernels) and ``context``
+(:class:`Context`, the front users call).
+"""
 
 from hemx.ckks.params import CKKSParameters, PRESETS
 from hemx.ckks.security import InsecureParametersWarning, max_log_qp

@@ -80,3 +80,76 @@ def decode(coeffs: np.ndarray, n: int, slots: int, scale: float) -> np.ndarray:
     c = np.asarray(coeffs, dtype=np.float64)[..., :: n // m] / scale
     evals = np.fft.ifft(c * twist, axis=-1) * m
     return evals[..., k]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# integer polynomials <-> RNS residues (host side)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def residues(ints: np.ndarray, moduli) -> np.ndarray:
+    """Integer coefficients ``(..., N)`` (int64 or Python ints) -> uint32 residues ``(..., len(moduli), N)``."""
+    ints = np.asarray(ints)
+    if ints.dtype == object:
+        return np.stack([np.asarray(ints % q, dtype=np.int64) for q in moduli], axis=-2).astype(np.uint32)
+    q = np.asarray(moduli, dtype=np.int64).reshape(-1, 1)
+    return np.mod(ints[..., None, :].astype(np.int64), q).astype(np.uint32)
+
+
+def crt_centered_float(res: np.ndarray, moduli) -> np.ndarray:
+    """Centered CRT value of residues ``(..., k, N)`` as float64 ``(..., N)`` (balanced mixed radix, exact digits).
+
+    Garner's algorithm with digits in ``(-q_i/2, q_i/2]``: ``x = d_0 + q_0 (d_1 + q_1 (d_2 + ...))``; all digit
+    arithmetic is exact in int64, and the final Horner evaluation in float64 loses nothing for ``|x| << Q``.
+    """
+    qs = [int(q) for q in moduli]
+    res = res.astype(np.int64)
+    digits = []
+    for i, q in enumerate(qs):
+        # value of the digits found so far, modulo q
+        acc = np.zeros(res.shape[:-2] + res.shape[-1:], dtype=np.int64)
+        weight = 1
+        for j, d in enumerate(digits):
+            acc = (acc + (d % q) * (weight % q)) % q
+            weight *= qs[j]
+        inv = pow(weight % q, -1, q) if i else 1
+        d = ((res[..., i, :] - acc) % q) * inv % q
+        d = np.where(d > q // 2, d - q, d)
+        digits.append(d)
+    out = np.zeros(digits[0].shape, dtype=np.float64)
+    for q, d in zip(reversed(qs), reversed(digits)):
+        out = out * q + d
+    return out
+
+
+def decode_residues(res: np.ndarray, moduli, *, n: int, slots: int, scale: float, is_complex: bool) -> np.ndarray:
+    """Coefficient-domain residues ``(..., limbs, N)`` -> slot values ``(..., slots)``.
+
+    Only as many limbs as hold ``scale * 2^64`` are combined: their centered CRT gives the value exactly."""
+    need = np.log2(scale) + 64
+    count, bits = 0, 0.0
+    while count < len(moduli) and bits < need:
+        bits += np.log2(moduli[count])
+        count += 1
+    coeffs = crt_centered_float(res[..., :count, :], moduli[:count])
+    z = decode(coeffs, n, slots, scale)
+    return z if is_complex else z.real
+
+
+def slot_values(values, slots: int, n: int) -> tuple[np.ndarray, bool]:
+    """``(..., count)`` numbers (count <= slots) -> complex128 ``(..., slots)`` zero-padded, and is_complex."""
+    z = np.asarray(values)
+    if z.ndim == 0:
+        z = z[None]
+    if not (np.issubdtype(z.dtype, np.number) or z.dtype == bool):
+        raise SlotError(f"values must be numbers, got dtype {z.dtype}")
+    is_complex = np.iscomplexobj(z)
+    if z.shape[-1] > slots:
+        raise SlotError(
+            f"{z.shape[-1]} values do not fit in {slots} slots; use a larger ring (N = {n} gives at most "
+            f"{n // 2}) or split the data across ciphertexts"
+        )
+    if z.shape[-1] < slots:
+        pad = np.zeros(z.shape[:-1] + (slots - z.shape[-1],), dtype=z.dtype)
+        z = np.concatenate([z, pad], axis=-1)
+    return z.astype(np.complex128), is_complex

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Mapping
 
 import jax
 import numpy as np
 
 from hemx.errors import MissingKeyError
+
+_ids = itertools.count(1)
+
+
+def new_id() -> int:
+    """A process-unique positive id, for contexts and key sets (one counter for both)."""
+    return next(_ids)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +78,8 @@ class EvaluationKeys:
     galois: Mapping[int, SwitchingKey]
     context_id: int
     key_id: int
+    #: other switching keys by name: "to_sparse" / "from_sparse" (bootstrapping's sparse-secret encapsulation)
+    switching: Mapping[str, SwitchingKey] = dataclasses.field(default_factory=dict)
 
     def galois_key(self, g: int, what: str) -> SwitchingKey:
         try:
@@ -78,6 +88,14 @@ class EvaluationKeys:
             raise MissingKeyError(
                 f"no Galois key for {what} (element {g}); generate it with ctx.keygen(rotations=[...]) "
                 f"or conjugation=True. Available elements: {sorted(self.galois)}"
+            ) from None
+
+    def switching_key(self, name: str, what: str) -> SwitchingKey:
+        try:
+            return self.switching[name]
+        except KeyError:
+            raise MissingKeyError(
+                f"no {name!r} switching key for {what}; generate keys with ctx.keygen(bootstrap=True)"
             ) from None
 
     def relin_key(self) -> SwitchingKey:
@@ -93,7 +111,8 @@ class KeySet(EvaluationKeys):
     secret: SecretKey | None = None
 
     def evaluation_keys(self) -> EvaluationKeys:
-        return EvaluationKeys(self.public, self.relin, dict(self.galois), self.context_id, self.key_id)
+        return EvaluationKeys(self.public, self.relin, dict(self.galois), self.context_id, self.key_id,
+                              dict(self.switching))
 
     def __repr__(self) -> str:
         return f"KeySet(key_id={self.key_id}, relin={self.relin is not None}, galois={sorted(self.galois)})"

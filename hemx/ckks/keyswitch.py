@@ -1,6 +1,6 @@
 """Hybrid key switching on the ring kernels, in three dataflows with bit-identical results (CiFlow §IV).
 
-Data layout: the extended basis of level l is ``[p_0 .. p_{k-1}, q_0 .. q_{n-1}]`` (special primes first), so
+Data layout: the extended basis of level l is ``[p_0 .. p_{num_p-1}, q_0 .. q_{num_q-1}]`` (special primes first), so
 ``Q_l``, ``P`` and ``Q_l P`` are all contiguous limb ranges of the context's ``P + Q`` ring and every table is
 a slice. A switching key holds one ``(b_d, a_d)`` pair per digit over the full ``P + Q`` basis:
 ``b_d = -a_d s + e_d + P g_d s'`` with the gadget ``g_d = 1 mod q_i`` for the limbs of digit d and 0 for the
@@ -54,33 +54,33 @@ def limb_table(plan, start: int, stop: int) -> modarith.ModulusTable:
 DATAFLOWS = ("mp", "dc", "oc")
 
 
-def _modup_digit(x_coef, x_ntt, plan, bplan, lo: int, hi: int, k: int, n: int):
-    """One digit extended to ``Q_l P`` (NTT domain): ``(..., k + n, N)``; the digit's own limbs are ``x_ntt``."""
-    conv = bconv_kernels.bconv(x_coef[..., lo:hi, :], bplan)  # (..., k + n - (hi - lo), N): P, Q_<lo, Q_>=hi
-    parts = [ntt_kernels.ntt(conv[..., : k + lo, :], limb_plan(plan, 0, k + lo)), x_ntt[..., lo:hi, :]]
-    if hi < n:
-        parts.append(ntt_kernels.ntt(conv[..., k + lo :, :], limb_plan(plan, k + hi, k + n)))
+def _modup_digit(x_coef, x_ntt, plan, bplan, *, lo: int, hi: int, num_p: int, num_q: int):
+    """One digit extended to ``Q_l P`` (NTT domain): ``(..., num_p + num_q, N)``; the digit's own limbs are ``x_ntt``."""
+    conv = bconv_kernels.bconv(x_coef[..., lo:hi, :], bplan)  # (..., num_p + num_q - (hi - lo), N): P, Q_<lo, Q_>=hi
+    parts = [ntt_kernels.ntt(conv[..., : num_p + lo, :], limb_plan(plan, 0, num_p + lo)), x_ntt[..., lo:hi, :]]
+    if hi < num_q:
+        parts.append(ntt_kernels.ntt(conv[..., num_p + lo :, :], limb_plan(plan, num_p + hi, num_p + num_q)))
     return jnp.concatenate(parts, axis=-2)
 
 
-def modup(x_ntt, plan, modup_plans, digits, num_special: int, num_q: int):
-    """Extended digits of ``x`` over ``Q_l P``: ``(..., D, k + n, N)`` in the NTT domain.
+def modup(x_ntt, plan, modup_plans, *, digits, num_p: int, num_q: int):
+    """Extended digits of ``x`` over ``Q_l P``: ``(..., D, num_p + num_q, N)`` in the NTT domain.
 
     Args:
-        x_ntt: ``(..., n, N)`` over ``Q_l`` (``n = num_q``).
+        x_ntt: ``(..., num_q, N)`` over ``Q_l``.
         plan: the context's NTT plan over ``P + Q``.
         modup_plans: one basis-conversion plan per digit (digit limbs -> the other limbs of ``Q_l P``).
-        digits: static ``((lo, hi), ...)`` limb ranges of the digits, clipped to ``n``.
+        digits: static ``((lo, hi), ...)`` limb ranges of the digits, clipped to ``num_q``.
     """
-    k, n = num_special, num_q
-    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, k, k + n))
-    exts = [_modup_digit(x_coef, x_ntt, plan, bplan, lo, hi, k, n) for (lo, hi), bplan in zip(digits, modup_plans)]
+    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, num_p, num_p + num_q))
+    exts = [_modup_digit(x_coef, x_ntt, plan, bplan, lo=lo, hi=hi, num_p=num_p, num_q=num_q)
+            for (lo, hi), bplan in zip(digits, modup_plans)]
     return jnp.stack(exts, axis=-3)
 
 
-def inner_product(ext, key, plan, num_special: int, num_q: int):
+def inner_product(ext, key, plan, *, num_p: int, num_q: int):
     """``sum_d ext_d * (b_d, a_d)`` over ``Q_l P``: ``(..., D, m, N) x (D, 2, M, N) -> (..., 2, m, N)``."""
-    m = num_special + num_q
+    m = num_p + num_q
     table = limb_table(plan, 0, m)
     key = key[..., :m, :]
     acc = None
@@ -97,7 +97,7 @@ def _ranges_plan(plan, ranges: tuple[tuple[int, int], ...]):
     return ntt_kernels.select_limbs(plan, tuple(i for a, b in ranges for i in range(a, b)))
 
 
-def divide_by_dropped(keep_ntt, drop_ntt, plan, keep: tuple[int, int], drop, conv_plan, inv, reduction: str):
+def divide_by_dropped(keep_ntt, drop_ntt, plan, conv_plan, inv, *, keep: tuple[int, int], drop, reduction: str):
     """``(x - Conv_{D->K}([x]_D)) * D^-1`` over the kept limbs: rounding division by the product ``D`` of the
     dropped limbs (NTT domain in and out). ModDown is this with ``D = P``; rescaling with ``D`` = the top
     primes of ``Q_l``; a product rescaled right after its relinearization with ``D = P`` and those primes
@@ -126,10 +126,10 @@ class RescaleFold(NamedTuple):
     not bit-identical to it (one rounding instead of two).
 
     Attributes (arrays are pytree leaves):
-        addend: ``(..., 2, n, N)`` NTT-domain terms added to the switched pair.
-        p_mod: known operand ``P mod q_i`` over ``Q_l``, ``(n, 1)``.
+        addend: ``(..., 2, num_q, N)`` NTT-domain terms added to the switched pair.
+        p_mod: known operand ``P mod q_i`` over ``Q_l``, ``(num_q, 1)``.
         conv: centered basis conversion ``P + D -> K`` (``K``: ``Q_l`` without its top ``drop`` primes).
-        inv: known operand ``(P D)^-1 mod k_j``, ``(n - drop, 1)``.
+        inv: known operand ``(P D)^-1 mod k_j``, ``(num_q - drop, 1)``.
     """
 
     addend: jax.Array
@@ -142,31 +142,31 @@ class RescaleFold(NamedTuple):
         return self.inv.value.shape[0]
 
 
-def _fold_addend(fold: RescaleFold, a: int, b: int, plan, k: int, reduction: str):
-    """``P * addend`` on the towers ``[a, b)`` of ``Q_l P`` (all ``Q`` towers, ``a >= k``)."""
+def _fold_addend(fold: RescaleFold, plan, *, a: int, b: int, num_p: int, reduction: str):
+    """``P * addend`` on the towers ``[a, b)`` of ``Q_l P`` (all ``Q`` towers, ``a >= num_p``)."""
     tab = limb_table(plan, a, b)
-    pm = modarith.KnownOperand(*(f[a - k : b - k] for f in fold.p_mod))
-    return modarith.mul_known(fold.addend[..., a - k : b - k, :], pm, tab, reduction)
+    pm = modarith.KnownOperand(*(f[a - num_p : b - num_p] for f in fold.p_mod))
+    return modarith.mul_known(fold.addend[..., a - num_p : b - num_p, :], pm, tab, reduction)
 
 
-def finish(acc, plan, moddown_plan, p_inv, k: int, n: int, reduction: str, fold: RescaleFold | None = None):
-    """The last step of a key switch on the full accumulator ``acc`` ``(..., 2, k + n, N)``: ModDown to
-    ``(..., 2, n, N)``, or with ``fold`` the folded ModDown and rescale to ``(..., 2, n - drop, N)``."""
+def finish(acc, plan, moddown_plan, p_inv, *, num_p: int, num_q: int, reduction: str,
+           fold: RescaleFold | None = None):
+    """The last step of a key switch on the full accumulator ``acc`` ``(..., 2, num_p + num_q, N)``: ModDown to
+    ``(..., 2, num_q, N)``, or with ``fold`` the folded ModDown and rescale to ``(..., 2, num_q - drop, N)``."""
     if fold is None:
-        return moddown(acc, plan, moddown_plan, p_inv, k, n, reduction)
+        return moddown(acc, plan, moddown_plan, p_inv, num_p=num_p, num_q=num_q, reduction=reduction)
     kept = fold.kept()
-    y = modarith.add_mod(acc[..., k:, :], _fold_addend(fold, k, k + n, plan, k, reduction),
-                         limb_table(plan, k, k + n).q)
-    dropped = jnp.concatenate([acc[..., :k, :], y[..., kept:, :]], axis=-2)
-    return divide_by_dropped(y[..., :kept, :], dropped, plan, (k, k + kept), ((0, k), (k + kept, k + n)),
-                             fold.conv, fold.inv, reduction)
+    addend = _fold_addend(fold, plan, a=num_p, b=num_p + num_q, num_p=num_p, reduction=reduction)
+    y = modarith.add_mod(acc[..., num_p:, :], addend, limb_table(plan, num_p, num_p + num_q).q)
+    dropped = jnp.concatenate([acc[..., :num_p, :], y[..., kept:, :]], axis=-2)
+    return divide_by_dropped(y[..., :kept, :], dropped, plan, fold.conv, fold.inv, keep=(num_p, num_p + kept),
+                             drop=((0, num_p), (num_p + kept, num_p + num_q)), reduction=reduction)
 
 
-def moddown(acc, plan, moddown_plan, p_inv, num_special: int, num_q: int, reduction: str):
-    """``(acc - Conv_{P->Q}([acc]_P)) * P^-1`` over ``Q_l``: ``(..., m, N) -> (..., n, N)`` (NTT domain)."""
-    k, n = num_special, num_q
-    return divide_by_dropped(acc[..., k:, :], acc[..., :k, :], plan, (k, k + n), (0, k), moddown_plan, p_inv,
-                             reduction)
+def moddown(acc, plan, moddown_plan, p_inv, *, num_p: int, num_q: int, reduction: str):
+    """``(acc - Conv_{P->Q}([acc]_P)) * P^-1`` over ``Q_l``: ``(..., m, N) -> (..., num_q, N)`` (NTT domain)."""
+    return divide_by_dropped(acc[..., num_p:, :], acc[..., :num_p, :], plan, moddown_plan, p_inv,
+                             keep=(num_p, num_p + num_q), drop=(0, num_p), reduction=reduction)
 
 
 def _after(token, bplan):
@@ -180,49 +180,49 @@ def _after(token, bplan):
     return dataclasses.replace(bplan, dense=bplan.dense + zero)
 
 
-def keyswitch_mp(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, fold=None):
+def keyswitch_mp(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, *, digits, num_p, num_q, reduction, fold=None):
     """Max-Parallel: all extended digits at once, then the inner product, then ModDown."""
-    ext = modup(x_ntt, plan, modup_plans, digits, k, n)
-    acc = inner_product(ext, key, plan, k, n)
-    return finish(acc, plan, moddown_plan, p_inv, k, n, reduction, fold)
+    ext = modup(x_ntt, plan, modup_plans, digits=digits, num_p=num_p, num_q=num_q)
+    acc = inner_product(ext, key, plan, num_p=num_p, num_q=num_q)
+    return finish(acc, plan, moddown_plan, p_inv, num_p=num_p, num_q=num_q, reduction=reduction, fold=fold)
 
 
-def keyswitch_dc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, fold=None):
+def keyswitch_dc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, *, digits, num_p, num_q, reduction, fold=None):
     """Digit-Centric: digit by digit through ModUp, NTT and the key product into a running sum."""
-    m = k + n
+    m = num_p + num_q
     table = limb_table(plan, 0, m)
-    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, k, k + n))
+    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, num_p, num_p + num_q))
     acc = None
     for d, ((lo, hi), bplan) in enumerate(zip(digits, modup_plans)):
         # the next digit starts only when this one is folded into the sum: one digit live at a time
-        ext = _modup_digit(x_coef, x_ntt, plan, _after(acc, bplan), lo, hi, k, n)
+        ext = _modup_digit(x_coef, x_ntt, plan, _after(acc, bplan), lo=lo, hi=hi, num_p=num_p, num_q=num_q)
         prod = modarith.mul_barrett(ext[..., None, :, :], key[d, :, :m], table)
         acc = prod if acc is None else modarith.add_mod(acc, prod, table.q)
-    return finish(acc, plan, moddown_plan, p_inv, k, n, reduction, fold)
+    return finish(acc, plan, moddown_plan, p_inv, num_p=num_p, num_q=num_q, reduction=reduction, fold=fold)
 
 
-def output_tiles(digits, num_special: int, tile: int | None, split: int | None = None
+def output_tiles(digits, num_p: int, tile: int | None, split: int | None = None
                  ) -> tuple[tuple[int, int, int | None], ...]:
     """Output towers of ``Q_l P`` grouped into tiles: ``((start, stop, own_digit), ...)`` in basis order.
 
     A tile never straddles the P block or a digit, so inside a tile every digit is either converted or (the
     digit holding the tile, ``own_digit``; None for P) bypassed. ``tile`` is the most towers per tile; None
-    means half a digit (``ceil(num_special / 2)``), 1 gives CiFlow's one-tower-at-a-time schedule. Wider
+    means half a digit (``ceil(num_p / 2)``), 1 gives CiFlow's one-tower-at-a-time schedule. Wider
     tiles mean fewer, larger kernels (faster on CPU, quicker to compile) and a larger working set. ``split``
     is a tower index no tile straddles either (a folded rescale drops the towers from there on).
     """
-    k = num_special
-    size = max(1, -(-k // 2)) if tile is None else int(tile)
+    num_p = num_p
+    size = max(1, -(-num_p // 2)) if tile is None else int(tile)
     if size < 1:
         raise ParameterError(f"output-centric tile must hold at least one tower, got {tile}")
-    groups = [(0, k, None)] + [(k + lo, k + hi, d) for d, (lo, hi) in enumerate(digits)]
+    groups = [(0, num_p, None)] + [(num_p + lo, num_p + hi, d) for d, (lo, hi) in enumerate(digits)]
     if split is not None:
         groups = [(a, b, d) for start, stop, d in groups
                   for a, b in ((start, min(stop, split)), (max(start, split), stop)) if a < b]
     return tuple((a, min(a + size, stop), own) for start, stop, own in groups for a in range(start, stop, size))
 
 
-def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, n, reduction, tile=None,
+def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, *, digits, num_p, num_q, reduction, tile=None,
                  fold=None):
     """Output-Centric: one tile of output towers at a time (``tile`` towers; see :func:`output_tiles`).
 
@@ -233,14 +233,14 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
     followed by its own ModDown. The tiles run in order, so one tile's temporaries are live at a time; the
     target-independent halves (INTT, the BAT digit operands) are computed once.
     """
-    kept = n if fold is None else fold.kept()
+    kept = num_q if fold is None else fold.kept()
     conv_plan, inv = (moddown_plan, p_inv) if fold is None else (fold.conv, fold.inv)
-    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, k, k + n))
+    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, num_p, num_p + num_q))
     operands = [bconv_kernels.bat_operand(bconv_kernels.scale_step(x_coef[..., lo:hi, :], bp), bp)
                 for (lo, hi), bp in zip(digits, modup_plans)]
-    tiles = output_tiles(digits, k, tile, split=k + kept)
-    dropped_tiles = [t for t in tiles if t[2] is None or t[0] >= k + kept]  # P, then the rescaled-away primes
-    kept_tiles = [t for t in tiles if t[2] is not None and t[0] < k + kept]
+    tiles = output_tiles(digits, num_p, tile, split=num_p + kept)
+    dropped_tiles = [t for t in tiles if t[2] is None or t[0] >= num_p + kept]  # P, then the rescaled-away primes
+    kept_tiles = [t for t in tiles if t[2] is not None and t[0] < num_p + kept]
 
     def key_product(a, b, own, token, down=None):
         """Towers ``[a, b)`` of the key product summed over the digits: ``(..., 2, b - a, N)``.
@@ -253,7 +253,7 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
         conv = []
         for d, ((lo, hi), bp) in enumerate(zip(digits, modup_plans)):
             if d != own:
-                first = a if a < k + lo else a - (hi - lo)  # the tile's index among the digit's targets
+                first = a if a < num_p + lo else a - (hi - lo)  # the tile's index among the digit's targets
                 conv.append(bconv_kernels.matmul_step_bat_rows(operands[d], _after(token, bp), first, b - a))
         parts = conv + ([] if down is None else [down[..., 0, :, :], down[..., 1, :, :]])
         if parts:  # (one digit and no ModDown part: nothing to transform)
@@ -261,13 +261,13 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
         acc, j = None, 0
         for d in range(len(digits)):
             if d == own:  # the digit holding the tile: the input itself
-                val = x_ntt[..., a - k : b - k, :]
+                val = x_ntt[..., a - num_p : b - num_p, :]
             else:
                 val, j = vals[..., j, :, :], j + 1
             prod = modarith.mul_barrett(val[..., None, :, :], key[d, :, a:b], tab)
             acc = prod if acc is None else modarith.add_mod(acc, prod, tab.q)
-        if fold is not None and a >= k:  # a Q tile of a folded rescale: plus P * addend
-            acc = modarith.add_mod(acc, _fold_addend(fold, a, b, plan, k, reduction), tab.q)
+        if fold is not None and a >= num_p:  # a Q tile of a folded rescale: plus P * addend
+            acc = modarith.add_mod(acc, _fold_addend(fold, plan, a=a, b=b, num_p=num_p, reduction=reduction), tab.q)
         return acc, (None if down is None else vals[..., len(conv) :, :, :])
 
     # Each tile's work is made data-dependent on the previous tile's result (``token``), so the tiles run in
@@ -276,34 +276,43 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, k, 
     for a, b, own in dropped_tiles:
         token, _ = key_product(a, b, own, token)
         parts.append(token)
-    ranges = ((0, k),) if kept == n else ((0, k), (k + kept, k + n))
+    ranges = ((0, num_p),) if kept == num_q else ((0, num_p), (num_p + kept, num_p + num_q))
     d_coef = ntt_kernels.intt(jnp.concatenate(parts, axis=-2), _ranges_plan(plan, ranges))
     d_operand = bconv_kernels.bat_operand(bconv_kernels.scale_step(d_coef, conv_plan), conv_plan)
     out = jnp.zeros(x_ntt.shape[:-2] + (2, kept, x_ntt.shape[-1]), jnp.uint32)  # filled tile by tile, in place
     for a, b, own in kept_tiles:
-        down = bconv_kernels.matmul_step_bat_rows(d_operand, _after(token, conv_plan), a - k, b - a)
+        down = bconv_kernels.matmul_step_bat_rows(d_operand, _after(token, conv_plan), a - num_p, b - a)
         acc, down = key_product(a, b, own, token, down)  # down: (..., 2, T, N), NTT domain
         tab = limb_table(plan, a, b)
-        inv_t = modarith.KnownOperand(*(f[a - k : b - k] for f in inv))
+        inv_t = modarith.KnownOperand(*(f[a - num_p : b - num_p] for f in inv))
         token = modarith.mul_known(modarith.sub_mod(acc, down, tab.q), inv_t, tab, reduction)
-        out = jax.lax.dynamic_update_slice_in_dim(out, token, a - k, axis=-2)
+        out = jax.lax.dynamic_update_slice_in_dim(out, token, a - num_p, axis=-2)
     return out
 
 
 _SCHEDULES = {"mp": keyswitch_mp, "dc": keyswitch_dc, "oc": keyswitch_oc}
 
 
-def keyswitch(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special: int, num_q: int,
-              reduction: str, dataflow: str = "mp", oc_tile: int | None = None, fold: RescaleFold | None = None):
-    """Switch ``x`` (a polynomial multiplying the source key) to the key's target: ``(..., 2, n, N)``.
+def keyswitch(x_ntt, key, plan, tables, *, num_p: int, reduction: str, dataflow: str = "mp",
+              oc_tile: int | None = None, fold: RescaleFold | None = None):
+    """Switch ``x`` (a polynomial multiplying the source key) to the key's target: ``(..., 2, num_q, N)``.
+
+    Args:
+        x_ntt: ``(..., num_q, N)`` over ``Q_l`` (NTT domain).
+        key: the switching key's data, ``(D, 2, num_p + L, N)``.
+        plan: the context's NTT plan over ``P + Q``.
+        tables: the level's :class:`hemx.ckks.tables.LevelTables` (digits, ``num_q``, ModUp/ModDown plans).
+        num_p: number of special (P) limbs; reduction: known-operand reduction; dataflow: "mp", "dc", "oc".
 
     With ``fold`` (:class:`RescaleFold`) the result is ``(fold.addend + switched) / D`` rounded, over the
-    ``n - drop`` kept limbs: a relinearization and the rescale after it in one ModDown.
+    ``num_q - drop`` kept limbs: a relinearization and the rescale after it in one ModDown.
 
     A rotation applies its Galois automorphism to the ciphertext first (a permutation of the NTT slots of
-    ``n`` limbs; it commutes exactly with the centered ModUp), then switches ``c1``; hoisted rotations
+    ``num_q`` limbs; it commutes exactly with the centered ModUp), then switches ``c1``; hoisted rotations
     (``Context.rotate_many``) permute the extended digits instead, after one shared ModUp.
     """
     extra = {"tile": oc_tile} if dataflow == "oc" else {}
-    return _SCHEDULES[dataflow](x_ntt, key, plan, modup_plans, moddown_plan, p_inv, digits, num_special, num_q,
-                                reduction, fold=fold, **extra)
+    if dataflow not in _SCHEDULES:
+        raise ParameterError(f"unknown key-switching dataflow {dataflow!r}; choose one of {DATAFLOWS}")
+    return _SCHEDULES[dataflow](x_ntt, key, plan, tables.modup, tables.moddown, tables.p_inv, digits=tables.digits,
+                                num_p=num_p, num_q=tables.num_q, reduction=reduction, fold=fold, **extra)

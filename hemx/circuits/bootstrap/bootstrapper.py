@@ -45,6 +45,7 @@ from hemx.ring import RNSRing
 
 DEFAULT_CTS_LEVELS = 3
 DEFAULT_STC_LEVELS = 3
+EPHEMERAL_WEIGHT = 32  # non-zeros of the sparse secret ModRaise runs under (Lattigo and OpenFHE use 32)
 META_BTS_BITS = 16  # error amplification of the second iteration (first-pass errors are ~2^-20)
 
 
@@ -72,7 +73,10 @@ class Bootstrapper:
 
     Args:
         ctx: the :class:`~hemx.Context` (full or sparse slots; the transforms run on all N/2 slots).
-        k: bound on the ModRaise overflow ``|I|``; default from the secret's Hamming weight (:func:`bound_for`).
+        k: bound on the ModRaise overflow ``|I|``; default from the secret's Hamming weight (:func:`bound_for`):
+            the main secret's if it has at most :data:`EPHEMERAL_WEIGHT` non-zeros, else the ephemeral sparse
+            secret's (sparse-secret encapsulation: ``keygen(bootstrap=True)`` makes the keys s -> s' and s' -> s,
+            and ModRaise runs under s').
         double_angle: double-angle steps of EvalMod; default: the choice of least depth, then least degree.
         cts_levels, stc_levels: levels (FFT factors) of CoeffsToSlots and SlotsToCoeffs.
 
@@ -99,7 +103,11 @@ class Bootstrapper:
         base_count = p.level_sizes[0]
         self.base_moduli = tuple(p.moduli[:base_count])
         self.q0 = float(math.prod(self.base_moduli))
-        self.k = bound_for(p.hamming_weight, p.n) if k is None else int(k)
+        # a dense (or not very sparse) main secret is switched to an ephemeral sparse one around ModRaise
+        sparse_main = p.hamming_weight is not None and p.hamming_weight <= EPHEMERAL_WEIGHT
+        self.encapsulation_weight = None if sparse_main else EPHEMERAL_WEIGHT
+        weight = p.hamming_weight if sparse_main else EPHEMERAL_WEIGHT
+        self.k = bound_for(weight, p.n) if k is None else int(k)
         self.evalmod = self._choose_evalmod(self.k, double_angle)
         self.plan = BootstrapPlan(p.max_level, int(cts_levels), self.evalmod.depth, int(stc_levels))
         if self.plan.output_level < 0:
@@ -237,7 +245,11 @@ class Bootstrapper:
     def _once(self, ev, ct: Ciphertext) -> Ciphertext:
         ctx, keys = self.ctx, ev.keys
         in_scale = ct.scale
+        if self.encapsulation_weight is not None:  # to the ephemeral sparse secret, at level 0 (cheap)
+            ct = ctx.switch_key(ct, keys.switching_key("to_sparse", "bootstrapping"))
         x = self.mod_raise(ct)
+        if self.encapsulation_weight is not None:  # back to the main secret, before any rotation key is used
+            x = ctx.switch_key(x, keys.switching_key("from_sparse", "bootstrapping"))
         x = self.coeffs_to_slots(ev, x)
         conj = ctx.conjugate(x, keys)
         re = ctx.add(x, conj)
