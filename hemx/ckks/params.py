@@ -243,12 +243,13 @@ PRESETS: dict[str, dict] = {
     "secure_14": dict(log_n=14, levels=5, base_bits=(31, 31), dnum=6),  # log QP ~ 404
     "secure_15": dict(log_n=15, levels=11, base_bits=(31, 31), dnum=6),  # log QP ~ 802
     "secure_16": dict(log_n=16, levels=23, base_bits=(31, 31), dnum=4),  # log QP ~ 1715
-    # Bootstrapping (hemx.circuits.bootstrap): a base q0 ~ 2^70 (three primes of 30, ~20, ~20 bits) about 2^14 times the scale,
-    # 15 levels for the bootstrap (CoeffsToSlots 3, scaling 1, EvalMod 8, SlotsToCoeffs 3) and the rest for the
-    # user: 3 at N = 2^12 / 2^13, 10 at N = 2^16. The secret is sparse (32 non-zeros) so that ModRaise's overflow
-    # stays small (K = 11); the HE standard's table does not cover sparse secrets, so every boot_* set needs
-    # allow_insecure=True (boot_16 is within its 128-bit log QP bound for N = 2^16: ~1748 <= 1772).
-    "boot_12": dict(log_n=12, levels=18, base_bits=(30, 20, 20), dnum=3, hamming_weight=32),
-    "boot_13": dict(log_n=13, levels=18, base_bits=(30, 20, 20), dnum=3, hamming_weight=32),
-    "boot_16": dict(log_n=16, levels=25, base_bits=(30, 21, 20), dnum=6, hamming_weight=32),
+    # Bootstrapping (hemx.circuits.bootstrap): a base q0 ~ 2^70 (three primes of 30, ~20, ~20 bits) about 2^14 times
+    # the scale, 15 levels for the bootstrap (CoeffsToSlots 3, scaling 1, EvalMod 8, SlotsToCoeffs 3) and the rest
+    # for the user: 3 at N = 2^12 / 2^13, 10 at N = 2^16. The main secret is uniform ternary; ModRaise runs under an
+    # ephemeral sparse secret (32 non-zeros, keygen(bootstrap=True) makes the switching keys), so its overflow
+    # stays small (K = 11). boot_16 is 128-bit under the HE standard (log QP ~1741 <= 1772 for N = 2^16, special
+    # primes counted); boot_12 / boot_13 are test-size rings with the same structure (allow_insecure=True).
+    "boot_12": dict(log_n=12, levels=18, base_bits=(30, 20, 20), dnum=3),
+    "boot_13": dict(log_n=13, levels=18, base_bits=(30, 20, 20), dnum=3),
+    "boot_16": dict(log_n=16, levels=25, base_bits=(30, 21, 20), dnum=6),
 }

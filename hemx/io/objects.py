@@ -153,8 +153,8 @@ def _level_limbs(params: CKKSParameters, level: int, what: str) -> int:
 
 
 def _check_galois(params: CKKSParameters, kind: str, galois: int | None) -> None:
-    if kind == "relin" and galois is not None:
-        raise SerializationError("a relinearization key has no Galois element")
+    if kind != "galois" and galois is not None:
+        raise SerializationError(f"a {kind} key has no Galois element")
     if kind == "galois" and (galois is None or galois % 2 == 0 or not 1 < galois < 2 * params.n):
         raise SerializationError(f"Galois element {galois} is not an odd number in (1, 2N) for N = {params.n}")
 
@@ -262,9 +262,13 @@ def _public_section(key: PublicKey, context: Context, name: str) -> Section:
     return Section(name, key.data, q_moduli(params, params.num_limbs))
 
 
+SWITCHING_KINDS = ("relin", "galois", "to_sparse", "from_sparse")
+NAMED_SWITCHING = ("to_sparse", "from_sparse")  # EvaluationKeys.switching: bootstrapping's encapsulation keys
+
+
 def _switching_section(key: SwitchingKey, context: Context, name: str) -> Section:
     params = context.params
-    if key.kind not in ("relin", "galois"):
+    if key.kind not in SWITCHING_KINDS:
         raise SerializationError(f"unknown switching-key kind {key.kind!r}")
     _check_galois(params, key.kind, key.galois)
     _check_shape(key.data.shape, switching_key_shape(params), "switching key", batch=False)
@@ -304,7 +308,7 @@ def encode_switching_key(key: SwitchingKey, context: Context) -> Encoded:
 
 def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
     reader, key_id = _key_reader(envelope, context, "switching key")
-    kind = reader.string("key_kind", ("relin", "galois"))
+    kind = reader.string("key_kind", SWITCHING_KINDS)
     galois = reader.optional_integer("galois")
     reader.finish()
     params = context.params
@@ -338,7 +342,15 @@ def encode_evaluation_keys(keys: EvaluationKeys, context: Context) -> Encoded:
         if key.kind != "galois" or key.galois != g:
             raise SerializationError(f"the bundle lists a {key.kind} key for element {key.galois} under element {g}")
         sections.append(_switching_section(key, context, _galois_section_name(g)))
+    for name in sorted(keys.switching):
+        key = keys.switching[name]
+        _check_key_owner(key, context, keys.key_id, f"{name} key")
+        if name not in NAMED_SWITCHING or key.kind != name:
+            raise SerializationError(f"the bundle lists a {key.kind} key under the name {name!r}")
+        sections.append(_switching_section(key, context, f"switching:{name}"))
     header = dict(_key_header(context, keys.key_id), relin=keys.relin is not None, galois=sorted(keys.galois))
+    if keys.switching:  # absent (not an empty list) when there are none, so older readers see the same header
+        header["encapsulation"] = True
     return Encoded("evaluation_keys", header, tuple(sections))
 
 
@@ -346,6 +358,7 @@ def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKe
     reader, key_id = _key_reader(envelope, context, "evaluation keys")
     has_relin = reader.boolean("relin")
     elements = reader.integers("galois")
+    names = NAMED_SWITCHING if "encapsulation" in envelope.header and reader.boolean("encapsulation") else ()
     reader.finish()
     params = context.params
     if len(set(elements)) != len(elements):
@@ -357,6 +370,7 @@ def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKe
     if has_relin:
         expected["relin"] = ks_spec
     expected.update({_galois_section_name(g): ks_spec for g in elements})
+    expected.update({f"switching:{name}": ks_spec for name in names})
     arrays = _read_sections(envelope, expected)
 
     def switching(name: str, kind: str, g: int | None) -> SwitchingKey:
@@ -368,6 +382,7 @@ def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKe
         galois={g: switching(_galois_section_name(g), "galois", g) for g in elements},
         context_id=context.id,
         key_id=key_id,
+        switching={name: switching(f"switching:{name}", name, None) for name in names},
     )
 
 
