@@ -526,3 +526,32 @@ def test_dumping_inconsistent_objects_is_refused():
     bad = dataclasses.replace(keys.public, data=jnp.full_like(keys.public.data, 0xFFFFFFFF))
     with pytest.raises(SerializationError, match="not reduced"):
         hio.dumps(bad, ctx)
+
+
+@pytest.mark.filterwarnings(INSECURE)
+def test_encapsulation_keys_round_trip_and_are_checked():
+    """Bootstrapping's switching keys s -> s' and s' -> s travel with the evaluation keys, bit for bit; a bundle
+    without them reads back without them (MissingKeyError at bootstrap, never a silent drop)."""
+    from hemx.ckks import keygen
+
+    ctx = context(10, 2)
+    keys = keygen.generate_keys(ctx, [1], encapsulation_weight=8)
+    server = keys.evaluation_keys()
+    back = hio.loads(hio.dumps(server, ctx), ctx)
+    assert sorted(back.switching) == ["from_sparse", "to_sparse"]
+    for name, key in server.switching.items():
+        assert back.switching[name].kind == name
+        assert np.array_equal(np.asarray(back.switching[name].data), np.asarray(key.data))
+    plain = ctx.keygen(rotations=[1]).evaluation_keys()
+    assert hio.loads(hio.dumps(plain, ctx), ctx).switching == {}
+    with pytest.raises(hemx.errors.MissingKeyError):
+        plain.switching_key("to_sparse", "bootstrapping")
+    # a key filed under the wrong name is refused when dumping
+    bad = dataclasses.replace(server, switching={"to_sparse": server.switching["from_sparse"]})
+    with pytest.raises(hemx.errors.SerializationError):
+        hio.dumps(bad, ctx)
+    # s -> s' -> s keeps the message
+    x = np.random.default_rng(3).uniform(-1, 1, ctx.slots)
+    ct = ctx.encrypt(x, keys)
+    twice = ctx.switch_key(ctx.switch_key(ct, keys.switching["to_sparse"]), keys.switching["from_sparse"])
+    assert np.max(np.abs(ctx.decrypt(twice, keys) - x)) < 2.0 ** -35
