@@ -1,10 +1,13 @@
 // hemx native kernels: XLA FFI handlers, runtime CPU dispatch and the work split over XLA's thread pool.
 //
 // Handlers (registered from Python with jax.ffi.register_ffi_target(..., platform="cpu")):
-//   hemx_ntt_forward(x (..., L, N), q (L,), w (L, N), ws (L, N)) -> (..., L, N)
-//   hemx_ntt_inverse(x (..., L, N), q (L,), w (L, N), ws (L, N), scal (L, 4)) -> (..., L, N)
+//   hemx_ntt_forward(x (..., L, N), q (L,), w (R, N), ws (R, N), rows (L,) s32) -> (..., L, N)
+//   hemx_ntt_inverse(x (..., L, N), q (L,), w (R, N), ws (R, N), scal (L, 4), rows (L,) s32) -> (..., L, N)
 //   hemx_mul_shoup(x (..., L, N), q (L,), w (L, N), ws (L, N)) -> (..., L, N)     (x * w mod q)
 //   hemx_butterfly_probe(x (K, n), q (K,), tw (K, 2); reps) -> (K, n)           (roofline probe)
+//   hemx_automorphism(x (..., L, N), map (N,) s32) -> (..., L, N)                 (out = x[..., map])
+//   hemx_inner_product(a (..., D, m, N), b (D, K, m, N), q (m,)) -> (..., K, m, N)  (sum_d a_d b_d mod q)
+//   hemx_bconv(x (..., L, N), q (L,), qhinv (L,), p (L',), c (L, L'), corr (L, L'); centered) -> (..., L', N)
 // All uint32. Each (batch, limb) polynomial is one unit of work; units are claimed from an atomic counter by
 // the calling thread and by helpers scheduled on the thread pool XLA hands the handler, so no thread is ever
 // created per call and a helper that starts late finds nothing left and returns (no waiting on the pool).
@@ -15,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "kernels.h"
 #include "xla/ffi/api/ffi.h"
@@ -93,14 +97,14 @@ void parallel_for(ffi::ThreadPool& pool, size_t total, size_t chunk, F body) {
 
 // Shape checks shared by the handlers: x (..., L, N) and the per-limb tables.
 ffi::Error check(const ffi::AnyBuffer::Dimensions& xd, size_t q_count, size_t w_count, size_t& limbs, size_t& n,
-                 size_t& batch) {
+                 size_t& batch, bool check_w = true) {
   if (xd.size() < 2) return ffi::Error::InvalidArgument("hemx native: data must be shaped (..., L, N)");
   n = (size_t)xd[xd.size() - 1];
   limbs = (size_t)xd[xd.size() - 2];
   batch = 1;
   for (size_t i = 0; i + 2 < xd.size(); ++i) batch *= (size_t)xd[i];
   if (n < 2 || (n & (n - 1))) return ffi::Error::InvalidArgument("hemx native: N must be a power of two >= 2");
-  if (q_count != limbs || w_count != limbs * n)
+  if (q_count != limbs || (check_w && w_count != limbs * n))
     return ffi::Error::InvalidArgument("hemx native: tables do not match the data's (L, N)");
   return ffi::Error::Success();
 }
@@ -112,39 +116,53 @@ const Kernels& for_size(size_t n) {
   return n >= 2 * k.width ? k : kScalar;
 }
 
+// The twiddle tables w / ws hold R >= L rows of N (a ring's full tables): limb l of the data uses row rows[l], so
+// a kernel on a subset of a ring's limbs reads the ring's own tables in place (no sliced copy per call).
+ffi::Error check_rows(ffi::Buffer<ffi::S32>& rows, size_t limbs, size_t n, size_t w_count, size_t ws_count) {
+  if (w_count % n || ws_count != w_count || rows.element_count() != limbs)
+    return ffi::Error::InvalidArgument("hemx native: twiddle tables must be (R, N) with one row index per limb");
+  const int32_t* r = rows.typed_data();
+  for (size_t l = 0; l < limbs; ++l)
+    if (r[l] < 0 || (size_t)r[l] >= w_count / n) return ffi::Error::InvalidArgument("hemx native: row index out of range");
+  return ffi::Error::Success();
+}
+
 ffi::Error NttForward(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q,
-                      ffi::Buffer<ffi::U32> w, ffi::Buffer<ffi::U32> ws, ffi::ResultBuffer<ffi::U32> y) {
+                      ffi::Buffer<ffi::U32> w, ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::S32> rows,
+                      ffi::ResultBuffer<ffi::U32> y) {
   size_t limbs, n, batch;
-  if (auto e = check(x.dimensions(), q.element_count(), w.element_count(), limbs, n, batch); e.failure()) return e;
-  if (ws.element_count() != limbs * n) return ffi::Error::InvalidArgument("hemx native: shoup table shape");
+  if (auto e = check(x.dimensions(), q.element_count(), 0, limbs, n, batch, false); e.failure()) return e;
+  if (auto e = check_rows(rows, limbs, n, w.element_count(), ws.element_count()); e.failure()) return e;
   const Kernels& k = for_size(n);
   const uint32_t *xs = x.typed_data(), *qs = q.typed_data(), *wt = w.typed_data(), *st = ws.typed_data();
+  const int32_t* rw = rows.typed_data();
   uint32_t* out = y->typed_data();
   parallel_for(pool, batch * limbs, chunk_for(n), [=, &k](size_t u) {
-    const size_t l = u % limbs;
+    const size_t l = u % limbs, r = (size_t)rw[l];
     uint32_t* a = out + u * n;
     if (a != xs + u * n) std::memcpy(a, xs + u * n, n * sizeof(uint32_t));
-    k.forward(a, n, qs[l], wt + l * n, st + l * n);
+    k.forward(a, n, qs[l], wt + r * n, st + r * n);
   });
   return ffi::Error::Success();
 }
 
 ffi::Error NttInverse(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q,
                       ffi::Buffer<ffi::U32> w, ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::U32> scal,
-                      ffi::ResultBuffer<ffi::U32> y) {
+                      ffi::Buffer<ffi::S32> rows, ffi::ResultBuffer<ffi::U32> y) {
   size_t limbs, n, batch;
-  if (auto e = check(x.dimensions(), q.element_count(), w.element_count(), limbs, n, batch); e.failure()) return e;
-  if (ws.element_count() != limbs * n || scal.element_count() != limbs * 4)
-    return ffi::Error::InvalidArgument("hemx native: inverse tables shape");
+  if (auto e = check(x.dimensions(), q.element_count(), 0, limbs, n, batch, false); e.failure()) return e;
+  if (auto e = check_rows(rows, limbs, n, w.element_count(), ws.element_count()); e.failure()) return e;
+  if (scal.element_count() != limbs * 4) return ffi::Error::InvalidArgument("hemx native: inverse tables shape");
   const Kernels& k = for_size(n);
   const uint32_t *xs = x.typed_data(), *qs = q.typed_data(), *wt = w.typed_data(), *st = ws.typed_data();
   const uint32_t* sc = scal.typed_data();
+  const int32_t* rw = rows.typed_data();
   uint32_t* out = y->typed_data();
   parallel_for(pool, batch * limbs, chunk_for(n), [=, &k](size_t u) {
-    const size_t l = u % limbs;
+    const size_t l = u % limbs, r = (size_t)rw[l];
     uint32_t* a = out + u * n;
     if (a != xs + u * n) std::memcpy(a, xs + u * n, n * sizeof(uint32_t));
-    k.inverse(a, n, qs[l], wt + l * n, st + l * n, sc + 4 * l);
+    k.inverse(a, n, qs[l], wt + r * n, st + r * n, sc + 4 * l);
   });
   return ffi::Error::Success();
 }
@@ -181,6 +199,129 @@ ffi::Error ButterflyProbe(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Bu
   return ffi::Error::Success();
 }
 
+
+// ------------------------------------------------------------------------------ ops beyond the NTT
+
+bool bad_modulus(uint32_t q) { return q < 3 || !(q & 1) || q >= (1u << 31); }
+uint32_t shoup_of(uint32_t w, uint32_t q) { return (uint32_t)(((uint64_t)w << 32) / q); }
+
+// out[..., l, :] = x[..., l, map] for every (batch, limb) polynomial; map must index within [0, N).
+ffi::Error Automorphism(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::S32> map,
+                        ffi::ResultBuffer<ffi::U32> y) {
+  auto xd = x.dimensions();
+  if (xd.size() < 2) return ffi::Error::InvalidArgument("hemx native: automorphism data must be (..., L, N)");
+  const size_t n = (size_t)xd[xd.size() - 1];
+  if (map.element_count() != n) return ffi::Error::InvalidArgument("hemx native: index map length != N");
+  const int32_t* mp = map.typed_data();
+  for (size_t j = 0; j < n; ++j)
+    if (mp[j] < 0 || (size_t)mp[j] >= n) return ffi::Error::InvalidArgument("hemx native: index map out of range");
+  const size_t polys = n ? x.element_count() / n : 0;
+  const Kernels& k = active();
+  const uint32_t* xs = x.typed_data();
+  uint32_t* out = y->typed_data();
+  parallel_for(pool, polys, chunk_for(n), [=, &k](size_t u) { k.gather(out + u * n, xs + u * n, mp, n); });
+  return ffi::Error::Success();
+}
+
+// out (..., K, m, N) = sum_d a (..., D, m, N)[d] * b (D, K, m, N)[d] mod q (m,); residues in [0, q).
+ffi::Error InnerProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buffer<ffi::U32> b,
+                        ffi::Buffer<ffi::U32> q, ffi::ResultBuffer<ffi::U32> y) {
+  auto ad = a.dimensions(), bd = b.dimensions();
+  if (ad.size() < 3 || bd.size() != 4)
+    return ffi::Error::InvalidArgument("hemx native: inner product needs a (..., D, m, N) and b (D, K, m, N)");
+  const size_t n = (size_t)ad[ad.size() - 1], m = (size_t)ad[ad.size() - 2], D = (size_t)ad[ad.size() - 3];
+  const size_t K = (size_t)bd[1];
+  if ((size_t)bd[0] != D || (size_t)bd[2] != m || (size_t)bd[3] != n || q.element_count() != m || D == 0)
+    return ffi::Error::InvalidArgument("hemx native: inner product shapes do not match");
+  size_t batch = 1;
+  for (size_t i = 0; i + 3 < ad.size(); ++i) batch *= (size_t)ad[i];
+  const uint32_t* qs = q.typed_data();
+  std::vector<uint32_t> consts(3 * m);  // per limb: q^-1 mod 2^32, [2^32]_q, its Shoup companion
+  for (size_t l = 0; l < m; ++l) {
+    const uint32_t ql = qs[l];
+    if (bad_modulus(ql)) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
+    uint32_t inv = ql;  // Newton's iteration for q^-1 mod 2^32: each step doubles the correct low bits
+    for (int it = 0; it < 5; ++it) inv *= 2u - ql * inv;
+    const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ql);
+    consts[3 * l] = inv, consts[3 * l + 1] = r, consts[3 * l + 2] = shoup_of(r, ql);
+  }
+  const Kernels& k = n % active().width == 0 ? active() : kScalar;
+  const uint32_t *as = a.typed_data(), *bs = b.typed_data(), *cs = consts.data();
+  uint32_t* out = y->typed_data();
+  parallel_for(pool, batch * m, 1, [=, &k](size_t u) {
+    const size_t bi = u / m, l = u % m;
+    k.inner_product(out + (bi * K * m + l) * n, m * n, as + (bi * D * m + l) * n, m * n, bs + l * n, K * m * n,
+                    m * n, D, K, n, qs[l], cs[3 * l], cs[3 * l + 1], cs[3 * l + 2]);
+  });
+  return ffi::Error::Success();
+}
+
+// Fast basis conversion (hemx/kernels/bconv.py): x (..., L, N) mod q (L,) -> (..., L', N) mod p (L',), with
+// qhinv (L,) = [qhat_i^-1]_{q_i}, c (L, L') = [qhat_i]_{p_j}, corr (L, L') = [q_i qhat_i]_{p_j} (used when
+// centered != 0).
+ffi::Error BConv(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q, ffi::Buffer<ffi::U32> qhinv,
+                 ffi::Buffer<ffi::U32> p, ffi::Buffer<ffi::U32> c, ffi::Buffer<ffi::U32> corr,
+                 ffi::ResultBuffer<ffi::U32> y, int64_t centered) {
+  auto xd = x.dimensions();
+  if (xd.size() < 2) return ffi::Error::InvalidArgument("hemx native: conversion data must be (..., L, N)");
+  const size_t n = (size_t)xd[xd.size() - 1], L = (size_t)xd[xd.size() - 2], Lp = p.element_count();
+  if (L == 0 || Lp == 0 || q.element_count() != L || qhinv.element_count() != L || c.element_count() != L * Lp ||
+      corr.element_count() != L * Lp)
+    return ffi::Error::InvalidArgument("hemx native: conversion tables do not match the data's L");
+  auto yd = y->dimensions();
+  if (yd.size() != xd.size() || (size_t)yd[yd.size() - 2] != Lp || (size_t)yd[yd.size() - 1] != n)
+    return ffi::Error::InvalidArgument("hemx native: conversion output must be (..., L', N)");
+  size_t batch = 1;
+  for (size_t i = 0; i + 2 < xd.size(); ++i) batch *= (size_t)xd[i];
+  const uint32_t *qs = q.typed_data(), *hs = qhinv.typed_data(), *ps = p.typed_data(), *cs = c.typed_data(),
+                 *rs = corr.typed_data();
+  // per-call tables (L * L' entries): halves, Shoup companions, the target-major layout
+  std::vector<uint32_t> tab(3 * L + 4 * L * Lp + 3 * Lp);
+  uint32_t *half = tab.data(), *hsh = half + L, *ct = hsh + L, *cst = ct + L * Lp, *nct = cst + L * Lp;
+  uint32_t *kq = nct + L * Lp, *pr = kq + L * Lp;
+  uint64_t amax = 0, cmax = 0;
+  for (size_t i = 0; i < L; ++i) {
+    if (bad_modulus(qs[i]) || hs[i] >= qs[i])
+      return ffi::Error::InvalidArgument("hemx native: bad source modulus or [qhat^-1]_q table");
+    half[i] = qs[i] >> 1, hsh[i] = shoup_of(hs[i], qs[i]);
+  }
+  for (size_t j = 0; j < Lp; ++j) {
+    if (bad_modulus(ps[j])) return ffi::Error::InvalidArgument("hemx native: bad target modulus");
+    for (size_t i = 0; i < L; ++i) {
+      const uint32_t cv = cs[i * Lp + j], rv = rs[i * Lp + j];
+      if (cv >= ps[j] || rv >= ps[j]) return ffi::Error::InvalidArgument("hemx native: conversion table not reduced");
+      ct[j * L + i] = cv, cst[j * L + i] = shoup_of(cv, ps[j]), nct[j * L + i] = rv ? ps[j] - rv : 0;
+      const uint32_t qm = qs[i] % ps[j];
+      kq[j * L + i] = qm ? ps[j] - qm : 0;
+      amax = std::max<uint64_t>(amax, (uint64_t)qs[i] + (centered ? kq[j * L + i] : 0));
+      cmax = std::max<uint64_t>(cmax, cv);
+    }
+    const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ps[j]);
+    pr[3 * j] = r, pr[3 * j + 1] = shoup_of(r, ps[j]), pr[3 * j + 2] = (uint32_t)((uint64_t{1} << 32) / ps[j]);
+  }
+  BConvTables T;
+  T.L = L, T.Lp = Lp, T.q = qs, T.half = half, T.qhinv = hs, T.qhinv_s = hsh, T.p = ps, T.c = ct, T.c_s = cst;
+  T.ncorr = nct, T.centered = centered != 0;
+  // products of a_i < amax and c_ij <= cmax summed in a 64-bit lane, on top of a carried residue below 2^32
+  T.kq = kq, T.pr = pr;
+  T.wide_terms = cmax == 0 ? L : (size_t)std::min<uint64_t>(L, (~uint64_t{0} - 0xFFFFFFFFull) / (amax * cmax));
+  const Kernels& k = n % (2 * active().width) == 0 ? active() : kScalar;
+  // coefficient blocks whose L source rows (after the scaling step) stay in L1
+  size_t blk = std::max<size_t>(2 * k.width, 4096 / L);
+  blk = std::min(n, size_t{1} << (63 - __builtin_clzll((unsigned long long)blk)));
+  blk = std::max(blk, std::min(n, 2 * k.width));
+  const size_t blocks = (n + blk - 1) / blk;
+  const uint32_t* xs = x.typed_data();
+  uint32_t* out = y->typed_data();
+  parallel_for(pool, batch * blocks, 1, [=, &k, &T](size_t u) {
+    thread_local std::vector<uint32_t> ybuf;
+    if (ybuf.size() < L * blk) ybuf.resize(L * blk);
+    const size_t bi = u / blocks, lo = (u % blocks) * blk;
+    k.bconv_block(T, xs + bi * L * n, out + bi * Lp * n, n, lo, std::min(blk, n - lo), ybuf.data());
+  });
+  return ffi::Error::Success();
+}
+
 }  // namespace
 }  // namespace hemx
 
@@ -191,6 +332,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxNttForward, hemx::NttForward,
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxNttInverse, hemx::NttInverse,
@@ -201,6 +343,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxNttInverse, hemx::NttInverse,
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxMulShoup, hemx::MulShoup,
@@ -220,6 +363,33 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxButterflyProbe, hemx::ButterflyProbe,
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>()
                                   .Attr<int64_t>("reps"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxAutomorphism, hemx::Automorphism,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::U32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxInnerProduct, hemx::InnerProduct,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Ret<ffi::Buffer<ffi::U32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxBConv, hemx::BConv,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Ret<ffi::Buffer<ffi::U32>>()
+                                  .Attr<int64_t>("centered"));
 
 // Plain C entry points for ctypes: which instruction set runs, forcing a lower one (tests), a thread cap.
 extern "C" {

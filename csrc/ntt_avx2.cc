@@ -22,6 +22,9 @@ struct V {
     reg odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32));
     return _mm256_blend_epi32(even, odd, 0xAA);
   }
+  static inline reg gt_mask(reg a, reg b) { return _mm256_cmpgt_epi32(a, b); }  // a, b < 2^31: signed is exact
+  static inline reg band(reg a, reg b) { return _mm256_and_si256(a, b); }
+  static constexpr bool kWide = false;
   template <bool Lazy>
   static void forward_tail(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws, size_t m,
                            size_t h) {

@@ -60,6 +60,17 @@ struct V {
     reg odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(b, 32));
     return _mm512_mask_blend_epi32((__mmask16)0xAAAA, even, odd);
   }
+  static inline reg gt_mask(reg a, reg b) { return _mm512_movm_epi32(_mm512_cmpgt_epu32_mask(a, b)); }
+  static inline reg band(reg a, reg b) { return _mm512_and_si512(a, b); }
+  // 64-bit lanes for the wide basis conversion: products of the even 32-bit lanes, the odd lanes moved down,
+  // 64-bit adds, and the 16 low / high words of two vectors of 8 64-bit sums (even lanes, odd lanes)
+  static constexpr bool kWide = true;
+  static inline reg mul_even(reg a, reg b) { return _mm512_mul_epu32(a, b); }
+  static inline reg odd(reg a) { return _mm512_srli_epi64(a, 32); }
+  static inline reg add64(reg a, reg b) { return _mm512_add_epi64(a, b); }
+  static inline reg join_lo(reg e, reg o) { return _mm512_mask_blend_epi32((__mmask16)0xAAAA, e, _mm512_slli_epi64(o, 32)); }
+  static inline reg join_hi(reg e, reg o) { return _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(e, 32), o); }
+  static inline reg even_part(reg r) { return _mm512_maskz_mov_epi32((__mmask16)0x5555, r); }
   template <bool Lazy>
   static void forward_tail(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws, size_t m,
                            size_t h);

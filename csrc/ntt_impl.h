@@ -201,6 +201,8 @@ static uint64_t butterfly_probe_t(uint32_t* a, size_t n, uint32_t qs, uint32_t w
   return reps * (n / 2) * 2;
 }
 
+#include "ops_impl.h"
+
 }  // namespace HEMX_ISA
 
 // The table of entry points this instruction set exports (declared in kernels.h).
@@ -218,6 +220,9 @@ Kernels HEMX_CAT(kernels_, HEMX_ISA)() {
   };
   k.mul_shoup = HEMX_ISA::mul_shoup_t;
   k.butterfly_probe = HEMX_ISA::butterfly_probe_t;
+  k.bconv_block = HEMX_ISA::bconv_block_t<>;
+  k.inner_product = HEMX_ISA::inner_product_t;
+  k.gather = HEMX_ISA::gather_t;
   return k;
 }
 

@@ -45,17 +45,39 @@ def coeff_index_map(n: int, g: int) -> tuple[np.ndarray, np.ndarray]:
     return e % n, np.where(e >= n, -1, 1)
 
 
-def apply_ntt_automorphism(x, index_map):
+AUTOMORPHISM_METHODS = ("jax", "native")
+
+
+def _gather(x, index_map):
+    idx = jnp.broadcast_to(index_map, x.shape)
+    return jnp.take_along_axis(x, idx, axis=-1, mode="promise_in_bounds")
+
+
+def apply_ntt_automorphism(x, index_map, method: str = "auto"):
     """Permute the last axis of NTT-domain data ``(..., L, N)`` by an index map from :func:`ntt_index_map`.
 
-    Written as a gather along the last axis with every leading axis a batching axis (``take_along_axis``), so
-    XLA keeps the natural ``(..., L, N)`` layout. ``jnp.take`` gathers ``N``-major and transposes back inside
-    the consumer, which made the first NTT stage of a rotation read 60 words apart at P16 (about 10%
-    of a rotation at N = 2^16). Index maps from :func:`ntt_index_map` are permutations of ``range(N)``, so the
-    gather skips bounds handling.
+    ``method``: "jax" (an XLA gather), "native" (the C++ kernel of :mod:`hemx.kernels.native`; BackendError
+    where unavailable) or "auto": native where the program runs on CPU and the native library is available
+    (``hemx.kernels.native.on_cpu``), the XLA gather otherwise (every other platform, ``jax.export`` for
+    cuda / tpu, ``HEMX_NATIVE=0``). Both give the same result.
+
+    The XLA gather is written along the last axis with every leading axis a batching axis
+    (``take_along_axis``), so XLA keeps the natural ``(..., L, N)`` layout. ``jnp.take`` gathers ``N``-major
+    and transposes back inside the consumer, which made the first NTT stage of a rotation read 60 words apart
+    at P16 (about 10% of a rotation at N = 2^16). Index maps from :func:`ntt_index_map` are permutations of
+    ``range(N)``, so the gather skips bounds handling.
     """
     index_map = jnp.asarray(index_map)
     if index_map.shape != x.shape[-1:]:
         raise ShapeError(f"index map of length {index_map.shape} does not match data of shape {x.shape}")
-    idx = jnp.broadcast_to(index_map, x.shape)
-    return jnp.take_along_axis(x, idx, axis=-1, mode="promise_in_bounds")
+    if method == "jax":
+        return _gather(x, index_map)
+    from hemx.kernels import native  # noqa: PLC0415 - optional library, loaded once
+
+    if method == "native":
+        return native.automorphism(x, index_map)
+    if method != "auto":
+        raise ParameterError(f"unknown automorphism method {method!r}; choose one of {AUTOMORPHISM_METHODS + ('auto',)}")
+    if x.dtype != jnp.uint32 or x.ndim < 2:  # the native kernel's domain; anything else takes the XLA gather
+        return _gather(x, index_map)
+    return native.on_cpu(native.automorphism, _gather, x, index_map.astype(jnp.int32))

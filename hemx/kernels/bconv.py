@@ -28,6 +28,7 @@ from hemx.errors import ModulusError, ParameterError, ShapeError
 from hemx.kernels import bat
 from hemx.kernels._x64 import require_x64
 from hemx.kernels.modarith import (
+    REDUCTIONS,
     KnownOperand,
     ModulusTable,
     add_mod,
@@ -38,7 +39,7 @@ from hemx.kernels.modarith import (
     mul_known,
 )
 
-BCONV_METHODS = ("bat", "elementwise")
+BCONV_METHODS = ("bat", "elementwise", "native")
 
 #: ``bconv(method="auto")`` converts from this many source limbs or fewer element-wise: the BAT matmul's int32
 #: partial sums are 4x the size of the result, which costs more than a pass or two. Measured on the 2-core
@@ -153,6 +154,8 @@ def _check(x, plan: BConvPlan):
         raise ShapeError(f"basis conversion input must be (..., {nl}, N) for {nl} source moduli; got {tuple(x.shape)}")
     if x.dtype != jnp.uint32:
         raise ShapeError(f"basis conversion input must be uint32 residues, got {x.dtype}")
+    if plan.reduction not in REDUCTIONS:  # checked here too: the native kernel has no use for it
+        raise ParameterError(f"unknown reduction {plan.reduction!r}; choose one of {REDUCTIONS}")
 
 
 def scale_step(x, plan: BConvPlan):
@@ -221,19 +224,31 @@ def matmul_step_elementwise(y, plan: BConvPlan):
     return acc
 
 
-def bconv(x, plan: BConvPlan, method: str = "auto"):
-    """Fast basis conversion of uint32 ``(..., L, N)`` residues to ``(..., L', N)`` (see module docstring).
-
-    ``method``: "bat" (one int8 matmul), "elementwise" (L passes of known-operand products) or "auto":
-    element-wise for at most :data:`ELEMENTWISE_MAX_SOURCES` source limbs, BAT above. Both are exact and give
-    the same result.
-    """
-    _check(x, plan)
-    if method == "auto":
-        method = "elementwise" if plan.src.q.shape[0] <= ELEMENTWISE_MAX_SOURCES else "bat"
-    if method not in BCONV_METHODS:
-        raise ParameterError(f"unknown basis-conversion method {method!r}; choose one of {BCONV_METHODS + ('auto',)}")
+def _bconv_jax(x, plan: BConvPlan, method: str):
     y = scale_step(x, plan)
     if method == "bat":
         return matmul_step_bat(y, plan)
     return matmul_step_elementwise(y, plan)
+
+
+def bconv(x, plan: BConvPlan, method: str = "auto"):
+    """Fast basis conversion of uint32 ``(..., L, N)`` residues to ``(..., L', N)`` (see module docstring).
+
+    ``method``: "bat" (one int8 matmul), "elementwise" (L passes of known-operand products), "native" (the
+    C++ kernel of :mod:`hemx.kernels.native`, CPU only; BackendError where unavailable) or "auto": the native
+    kernel where the program runs on CPU and the native library is available (``hemx.kernels.native.on_cpu``:
+    the choice is made when the program is lowered, so ``jax.export`` for cuda / tpu keeps the JAX path), and
+    otherwise element-wise for at most :data:`ELEMENTWISE_MAX_SOURCES` source limbs, BAT above. All are exact
+    and give the same result.
+    """
+    _check(x, plan)
+    if method not in BCONV_METHODS + ("auto",):
+        raise ParameterError(f"unknown basis-conversion method {method!r}; choose one of {BCONV_METHODS + ('auto',)}")
+    if method in ("auto", "native"):
+        from hemx.kernels import native  # noqa: PLC0415 - optional library, loaded once
+
+        if method == "native":
+            return native.bconv(x, plan)
+        fallback = "elementwise" if plan.src.q.shape[0] <= ELEMENTWISE_MAX_SOURCES else "bat"
+        return native.on_cpu(native.bconv, lambda v, pl: _bconv_jax(v, pl, fallback), x, plan)
+    return _bconv_jax(x, plan, method)

@@ -32,7 +32,7 @@ from typing import Literal, NamedTuple, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from hemx.errors import ModulusError, ParameterError
+from hemx.errors import ModulusError, ParameterError, ShapeError
 
 Reduction = Literal["barrett", "montgomery", "shoup"]
 REDUCTIONS: tuple[str, ...] = ("barrett", "montgomery", "shoup")
@@ -162,6 +162,42 @@ def mul_barrett(a, b, t: ModulusTable):
     """``a * b mod q`` in ``[0, q)`` for uint32 ``a, b`` in ``[0, q)`` (CROSS Alg. 4)."""
     z = a.astype(_U64) * b.astype(_U64)
     return barrett_reduce(z, t.q, t.barrett_mu, t.barrett_sa, t.barrett_sb)
+
+
+MUL_SUM_METHODS = ("jax", "native")
+
+
+def _mul_sum_jax(a, b, t: ModulusTable):
+    acc = None
+    for d in range(a.shape[-3]):
+        prod = mul_barrett(a[..., d, None, :, :], b[d], t).astype(_U64)
+        acc = prod if acc is None else acc + prod
+    return barrett_reduce(acc, t.q, t.barrett_mu, t.barrett_sa, t.barrett_sb)
+
+
+def mul_sum(a, b, t: ModulusTable, method: str = "auto"):
+    """``sum_d a[..., d, :, :] * b[d] mod q``, the key-switching inner product: ``a`` ``(..., D, m, N)`` uint32
+    (e.g. the extended digits), ``b`` ``(D, K, m, N)`` uint32 (e.g. a switching key, ``K = 2``), residues in
+    ``[0, q)``, ``t`` the table of the ``m`` moduli (fields ``(m, 1)``); returns ``(..., K, m, N)`` in ``[0, q)``.
+
+    ``method``: "jax" (Barrett products summed in uint64, one reduction), "native" (the C++ kernel of
+    :mod:`hemx.kernels.native`: Montgomery products, CPU only; BackendError where unavailable) or "auto": the
+    native kernel where the program runs on CPU and the library is available (``native.on_cpu``), JAX
+    otherwise. Both are exact and give the same result.
+    """
+    if a.ndim < 3 or b.ndim != 4 or b.shape[0] != a.shape[-3] or tuple(b.shape[2:]) != tuple(a.shape[-2:]):
+        raise ShapeError(f"mul_sum needs a (..., D, m, N) and b (D, K, m, N); got {tuple(a.shape)} and {tuple(b.shape)}")
+    if method == "jax":
+        return _mul_sum_jax(a, b, t)
+    if method not in MUL_SUM_METHODS + ("auto",):
+        raise ParameterError(f"unknown mul_sum method {method!r}; choose one of {MUL_SUM_METHODS + ('auto',)}")
+    from hemx.kernels import native  # noqa: PLC0415 - optional library, loaded once
+
+    if method == "native":
+        return native.inner_product(a, b, t.q)
+    if a.dtype != _U32 or b.dtype != _U32:
+        return _mul_sum_jax(a, b, t)
+    return native.on_cpu(lambda x, y, tt: native.inner_product(x, y, tt.q), _mul_sum_jax, a, b, t)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -181,12 +181,18 @@ class ButterflyTables:
 
     ``fwd[i] = psi^brv(i)``; ``inv[i] = psi^-brv(i)``; the last inverse stage uses ``inv_last = psi^-1 / N``
     and ``ninv = 1 / N`` so no separate scaling pass is needed.
+
+    ``rows`` (native plans only): None, or int32 ``(L,)``: limb ``l`` uses row ``rows[l]`` of ``fwd`` / ``inv``,
+    which then keep the ring's full ``(R, N)`` tables. :func:`select_limbs` on a native plan selects rows
+    instead of slicing the big tables, so the C++ kernels read the ring's tables in place (a sliced copy of
+    both twiddle tables per call cost as much as the transform itself at N = 2^16).
     """
 
     fwd: KnownOperand
     inv: KnownOperand
     inv_last: KnownOperand
     ninv: KnownOperand
+    rows: jax.Array | None = None
 
 
 for _cls, _data, _meta in (
@@ -194,7 +200,7 @@ for _cls, _data, _meta in (
     (TwiddleStage, ["tw"], ["d1"]),
     (TransposeStage, [], ["r", "c"]),
     (PermuteStage, ["perm"], []),
-    (ButterflyTables, ["fwd", "inv", "inv_last", "ninv"], []),
+    (ButterflyTables, ["fwd", "inv", "inv_last", "ninv", "rows"], []),
 ):
     jax.tree_util.register_dataclass(_cls, data_fields=_data, meta_fields=_meta)
 
@@ -390,12 +396,19 @@ def _with_limb_tables(plan: NTTPlan, take, count: int) -> NTTPlan:
     def stage(st):
         return st if isinstance(st, PermuteStage) else jax.tree_util.tree_map(take, st)
 
+    bt = plan.butterfly
+    if bt is not None and plan.method == NATIVE_METHOD:  # keep the (R, N) twiddles, select their rows
+        rows = bt.rows if bt.rows is not None else jnp.arange(plan.num_limbs, dtype=jnp.int32)
+        bt = dataclasses.replace(bt, inv_last=jax.tree_util.tree_map(take, bt.inv_last),
+                                 ninv=jax.tree_util.tree_map(take, bt.ninv), rows=take(rows))
+    elif bt is not None:
+        bt = jax.tree_util.tree_map(take, bt)
     return dataclasses.replace(
         plan,
         table=jax.tree_util.tree_map(take, plan.table),
         forward=tuple(stage(s) for s in plan.forward),
         inverse=tuple(stage(s) for s in plan.inverse),
-        butterfly=None if plan.butterfly is None else jax.tree_util.tree_map(take, plan.butterfly),
+        butterfly=bt,
         num_limbs=count,
     )
 

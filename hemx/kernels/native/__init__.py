@@ -12,6 +12,15 @@ loads (``isa()``).
 * :func:`ntt` / :func:`intt`: forward / inverse negacyclic NTT, ``(..., L, N)`` uint32, bit-identical to
   :func:`hemx.kernels.ntt.ntt` / :func:`~hemx.kernels.ntt.intt` with the butterfly tables of the plan (which
   must be a ``"butterfly"`` or ``"native"`` plan), same bit-reversed NTT-domain order.
+* :func:`automorphism`: the NTT-domain Galois automorphism (a gather by an index map), like
+  :func:`hemx.kernels.automorphism.apply_ntt_automorphism`.
+* :func:`inner_product`: ``sum_d a_d * b_d mod q`` (the key-switching inner product), like
+  :func:`hemx.kernels.modarith.mul_sum`.
+* :func:`bconv`: the fast basis conversion of a :class:`hemx.kernels.bconv.BConvPlan` (plain or centered),
+  like :func:`hemx.kernels.bconv.bconv`.
+* :func:`on_cpu`: the dispatch rule of the kernels' ``method="auto"``: the native kernel where the program is
+  lowered for CPU and the library is available, the JAX kernel everywhere else (``jax.lax.platform_dependent``,
+  so ``jax.export`` for cuda / tpu never sees a custom call).
 * :func:`mul_shoup`: ``a * w mod q`` for a known operand (the roofline's streaming probe).
 * :func:`butterfly_probe`: in-L1 lazy butterflies (the roofline's compute probe).
 * :func:`build_id`: a hash of the loaded library (the planner's wisdom keys on it).
@@ -39,6 +48,9 @@ _TARGETS = {
     "hemx_ntt_inverse": "HemxNttInverse",
     "hemx_mul_shoup": "HemxMulShoup",
     "hemx_butterfly_probe": "HemxButterflyProbe",
+    "hemx_automorphism": "HemxAutomorphism",
+    "hemx_inner_product": "HemxInnerProduct",
+    "hemx_bconv": "HemxBConv",
 }
 _lock = threading.Lock()
 _state: dict = {}
@@ -200,6 +212,13 @@ def _butterfly_tables(plan):
     return bt
 
 
+def _rows(bt, plan):
+    """Row of the twiddle tables each limb uses (``ButterflyTables.rows``; all rows in order when None)."""
+    if bt.rows is None:
+        return jnp.arange(plan.num_limbs, dtype=jnp.int32)
+    return jnp.asarray(bt.rows).astype(jnp.int32)
+
+
 def _to_limb_major(x, plan, limb_axis: int):
     from hemx.kernels import ntt as ntt_kernels  # noqa: PLC0415 - the plan's own validation
 
@@ -217,7 +236,7 @@ def ntt(x, plan, limb_axis: int = -2):
     bt = _butterfly_tables(plan)
     y, ax = _to_limb_major(x, plan, limb_axis)
     q = plan.table.q.reshape(-1).astype(jnp.uint32)
-    out = _forward(y, q, bt.fwd.value, bt.fwd.shoup)
+    out = _forward(y, q, bt.fwd.value, bt.fwd.shoup, _rows(bt, plan))
     return out if ax == x.ndim - 2 else jnp.moveaxis(out, -2, ax)
 
 
@@ -229,7 +248,7 @@ def intt(x, plan, limb_axis: int = -2):
     q = plan.table.q.reshape(-1).astype(jnp.uint32)
     scal = jnp.stack([bt.ninv.value[:, 0], bt.ninv.shoup[:, 0], bt.inv_last.value[:, 1], bt.inv_last.shoup[:, 1]],
                      axis=1).astype(jnp.uint32)
-    out = _inverse(y, q, bt.inv.value, bt.inv.shoup, scal)
+    out = _inverse(y, q, bt.inv.value, bt.inv.shoup, scal, _rows(bt, plan))
     return out if ax == x.ndim - 2 else jnp.moveaxis(out, -2, ax)
 
 
@@ -252,5 +271,86 @@ def butterfly_probe(x, q, tw, *, reps: int):
         x, q, tw, reps=np.int64(reps))
 
 
+# ---------------------------------------------------------------------------------- beyond the NTT
+
+
+def _make_general(target: str, out_shape, **attrs):
+    """A custom_vmap'd call of ``target`` whose output shape is ``out_shape(*args)`` (no aliasing)."""
+
+    @jax.custom_batching.custom_vmap
+    def fn(x, *tables):
+        return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(out_shape(x, *tables), jnp.uint32))(x, *tables, **attrs)
+
+    fn.def_vmap(_batched_rule(fn))
+    return fn
+
+
+_automorphism = _make_general("hemx_automorphism", lambda x, m: x.shape)
+_inner_product = _make_general("hemx_inner_product", lambda a, b, q: a.shape[:-3] + b.shape[1:])
+_bconv_calls = {
+    centered: _make_general("hemx_bconv", lambda x, q, h, p, c, r: x.shape[:-2] + (p.shape[0], x.shape[-1]),
+                            centered=np.int64(centered))
+    for centered in (False, True)
+}
+
+
+def automorphism(x, index_map):
+    """``out[..., p] = x[..., index_map[p]]`` for NTT-domain data ``(..., L, N)`` uint32 and an int32 index map
+    ``(N,)`` (a permutation from :func:`hemx.kernels.automorphism.ntt_index_map`; the kernel rejects an index
+    outside ``[0, N)``)."""
+    _lib()
+    index_map = jnp.asarray(index_map)
+    if x.dtype != jnp.uint32 or x.ndim < 2 or index_map.shape != x.shape[-1:]:
+        raise ShapeError(f"automorphism needs uint32 data (..., L, N) and an index map (N,); got {x.dtype} "
+                         f"{tuple(x.shape)} and {tuple(index_map.shape)}")
+    if not jnp.issubdtype(index_map.dtype, jnp.integer):
+        raise ShapeError(f"the index map must hold integers, got {index_map.dtype}")
+    if not isinstance(index_map, jax.core.Tracer):  # a concrete map is checked here; a traced one by the kernel
+        m = np.asarray(index_map)
+        if m.size and (m.min() < 0 or m.max() >= m.shape[0]):
+            raise ParameterError(f"index map entries must lie in [0, {m.shape[0]}); got [{m.min()}, {m.max()}]")
+    return _automorphism(x, index_map.astype(jnp.int32))
+
+
+def inner_product(a, b, q):
+    """``out[..., k, :, :] = sum_d a[..., d, :, :] * b[d, k, :, :] mod q``: ``a`` ``(..., D, m, N)``, ``b``
+    ``(D, K, m, N)``, ``q`` ``(m,)`` (or ``(m, 1)``), all uint32 with residues in ``[0, q)``; ``(..., K, m, N)``.
+    Moduli must be odd and below 2^31 (the kernel rejects others)."""
+    _lib()
+    q = jnp.asarray(q).reshape(-1)
+    if a.dtype != jnp.uint32 or b.dtype != jnp.uint32 or a.ndim < 3 or b.ndim != 4:
+        raise ShapeError(f"inner product needs uint32 a (..., D, m, N) and b (D, K, m, N); got {a.dtype} "
+                         f"{tuple(a.shape)} and {b.dtype} {tuple(b.shape)}")
+    d, m, n = a.shape[-3:]
+    if b.shape[0] != d or tuple(b.shape[2:]) != (m, n) or q.shape != (m,):
+        raise ShapeError(f"inner product shapes do not match: a {tuple(a.shape)}, b {tuple(b.shape)}, "
+                         f"q {tuple(q.shape)}")
+    return _inner_product(a, b, q.astype(jnp.uint32))
+
+
+def bconv(x, plan):
+    """Fast basis conversion by a :class:`hemx.kernels.bconv.BConvPlan`: ``(..., L, N)`` uint32 residues mod the
+    plan's source moduli to ``(..., L', N)`` mod its targets, bit-identical to ``hemx.kernels.bconv.bconv``
+    (centered or not, as the plan says)."""
+    _lib()
+    nl, nlp = plan.src.q.shape[0], plan.dst.q.shape[0]
+    if x.dtype != jnp.uint32 or x.ndim < 2 or x.shape[-2] != nl:
+        raise ShapeError(f"basis conversion input must be uint32 (..., {nl}, N); got {x.dtype} {tuple(x.shape)}")
+    u32 = lambda a, shape: jnp.asarray(a).reshape(shape).astype(jnp.uint32)  # noqa: E731
+    return _bconv_calls[bool(plan.centered)](
+        x, u32(plan.src.q, (nl,)), u32(plan.qhat_inv.value, (nl,)), u32(plan.dst.q, (nlp,)),
+        u32(plan.qhat_mod_p.value, (nl, nlp)), u32(plan.corr.value, (nl, nlp)))
+
+
+def on_cpu(native_fn, jax_fn, *args):
+    """``native_fn(*args)`` where the program runs on CPU and the native kernels are available here, else
+    ``jax_fn(*args)``: both are traced, and ``jax.lax.platform_dependent`` keeps only the one for the platform
+    the program is lowered for (so an export for cuda or tpu holds no custom call). Where the library is
+    unavailable (not built, ``HEMX_NATIVE=0``, a non-CPU default backend) only ``jax_fn`` is traced."""
+    if not available():
+        return jax_fn(*args)
+    return jax.lax.platform_dependent(*args, cpu=native_fn, default=jax_fn)
+
+
 __all__ = ["available", "reason", "describe", "isa", "set_isa", "set_max_threads", "build_id", "library_path",
-           "ntt", "intt", "mul_shoup", "butterfly_probe", "ISAS"]
+           "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv", "on_cpu", "ISAS"]

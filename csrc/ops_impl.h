@@ -1,0 +1,135 @@
+// hemx native kernels beyond the NTT: basis conversion, the key-switching inner product, the NTT-domain
+// automorphism. Included by ntt_impl.h inside namespace hemx::HEMX_ISA (after R, csub and mul_lazy), so each
+// instruction set gets its own copy, templated on the same vector traits V (which must also provide
+// gt_mask(a, b): all ones where a > b, for a, b < 2^31, and band(a, b): bitwise and).
+//
+// Every result is the exact residue in [0, q), so it is bit-identical to any other exact method (the JAX
+// kernels, the Python-integer references).
+#pragma once
+
+// ------------------------------------------------------------------------------------ basis conversion
+// Fast basis conversion from L source moduli q_i to L' target moduli p_j (hemx/kernels/bconv.py):
+//   y_i = [x_i * qhat_inv_i]_{q_i};  out_j = sum_i y_i * c_ij  (- corr_ij where centered and y_i > q_i / 2)
+// all mod p_j, with c_ij = [qhat_i]_{p_j}, corr_ij = [q_i qhat_i]_{p_j}. The caller passes every known
+// product with its Shoup companion, and ncorr_ij = (p_j - corr_ij) mod p_j (the correction as an addend).
+// (BConvTables is declared in kernels.h.)
+
+// The 64-bit accumulating variant of step 2 (instruction sets with V::kWide): out_j = sum_i a_i c_ij with
+// a_i = y_i + [y_i > q_i / 2] [-q_i]_{p_j} (centered; a_i = y_i otherwise), each product exact in a 64-bit lane,
+// reduced once every T.wide_terms products: s = hi 2^32 + lo -> hi [2^32]_p + lo, two Shoup products.
+template <class VV>
+static inline R wide_reduce(R e, R o, R p, R r, R rs, R one_s) {
+  const R hi = VV::join_hi(e, o), lo = VV::join_lo(e, o);
+  const R a = csub(mul_lazy(hi, r, rs, p), p), b = csub(mul_lazy(lo, VV::set1(1), one_s, p), p);
+  return csub(VV::add(a, b), p);
+}
+
+template <class VV>
+static void bconv_wide_rows(const BConvTables& T, const uint32_t* ybuf, uint32_t* out, size_t n, size_t lo,
+                            size_t cnt) {
+  constexpr size_t W = VV::W;
+  const R zero = VV::set1(0);
+  for (size_t j = 0; j < T.Lp; ++j) {
+    const R p = VV::set1(T.p[j]), r = VV::set1(T.pr[3 * j]), rs = VV::set1(T.pr[3 * j + 1]);
+    const R one_s = VV::set1(T.pr[3 * j + 2]);
+    const uint32_t *cj = T.c + j * T.L, *kj = T.kq + j * T.L;
+    uint32_t* oj = out + j * n + lo;
+    for (size_t k = 0; k < cnt; k += W) {
+      R e = zero, o = zero;
+      size_t left = T.wide_terms;
+      for (size_t i = 0; i < T.L; ++i) {
+        if (left == 0) {  // fold the sum back to [0, p) (a residue in the low words) and go on
+          const R s = wide_reduce<VV>(e, o, p, r, rs, one_s);
+          e = VV::even_part(s), o = VV::odd(s), left = T.wide_terms;
+        }
+        R a = VV::load(ybuf + i * cnt + k);
+        if (T.centered) a = VV::add(a, VV::band(VV::gt_mask(a, VV::set1(T.half[i])), VV::set1(kj[i])));
+        const R c = VV::set1(cj[i]);
+        e = VV::add64(e, VV::mul_even(a, c));
+        o = VV::add64(o, VV::mul_even(VV::odd(a), c));
+        --left;
+      }
+      VV::store(oj + k, wide_reduce<VV>(e, o, p, r, rs, one_s));
+    }
+  }
+}
+
+// Coefficients [lo, lo + cnt) of one polynomial x (L rows of stride n) into out (L' rows of stride n);
+// ybuf holds L * cnt words. cnt is a multiple of V::W.
+template <class VV = V>
+static void bconv_block_t(const BConvTables& T, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,
+                          uint32_t* ybuf) {
+  constexpr size_t W = V::W;
+  for (size_t i = 0; i < T.L; ++i) {
+    const R q = V::set1(T.q[i]), w = V::set1(T.qhinv[i]), ws = V::set1(T.qhinv_s[i]);
+    const uint32_t* xi = x + i * n + lo;
+    uint32_t* yi = ybuf + i * cnt;
+    for (size_t k = 0; k < cnt; k += W) V::store(yi + k, csub(mul_lazy(V::load(xi + k), w, ws, q), q));
+  }
+  if constexpr (VV::kWide) {
+    if (T.wide_terms > 0 && T.kq && T.pr) return bconv_wide_rows<VV>(T, ybuf, out, n, lo, cnt);
+  }
+  for (size_t j = 0; j < T.Lp; ++j) {
+    const R p = V::set1(T.p[j]);
+    const uint32_t *cj = T.c + j * T.L, *csj = T.c_s + j * T.L, *ncj = T.ncorr + j * T.L;
+    uint32_t* oj = out + j * n + lo;
+    size_t k = 0;
+    for (; k + 2 * W <= cnt; k += 2 * W) {  // two vectors at a time: independent chains for the pipeline
+      R acc0 = V::set1(0), acc1 = V::set1(0);
+      for (size_t i = 0; i < T.L; ++i) {
+        const R w = V::set1(cj[i]), ws = V::set1(csj[i]);
+        const R y0 = V::load(ybuf + i * cnt + k), y1 = V::load(ybuf + i * cnt + k + W);
+        R t0 = csub(mul_lazy(y0, w, ws, p), p), t1 = csub(mul_lazy(y1, w, ws, p), p);
+        if (T.centered) {
+          const R h = V::set1(T.half[i]), nc = V::set1(ncj[i]);
+          t0 = csub(V::add(t0, V::band(V::gt_mask(y0, h), nc)), p);
+          t1 = csub(V::add(t1, V::band(V::gt_mask(y1, h), nc)), p);
+        }
+        acc0 = csub(V::add(acc0, t0), p);
+        acc1 = csub(V::add(acc1, t1), p);
+      }
+      V::store(oj + k, acc0), V::store(oj + k + W, acc1);
+    }
+    for (; k < cnt; k += W) {
+      R acc = V::set1(0);
+      for (size_t i = 0; i < T.L; ++i) {
+        const R y = V::load(ybuf + i * cnt + k);
+        R t = csub(mul_lazy(y, V::set1(cj[i]), V::set1(csj[i]), p), p);
+        if (T.centered) t = csub(V::add(t, V::band(V::gt_mask(y, V::set1(T.half[i])), V::set1(ncj[i]))), p);
+        acc = csub(V::add(acc, t), p);
+      }
+      V::store(oj + k, acc);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ key-switching inner product
+// out[k] = sum_d a[d] * b[d][k] mod q over n residues, for digits d < D and outputs k < K; a, b in [0, q),
+// q odd and below 2^31. Each product is a signed Montgomery product (a b 2^-32 mod q, in (0, 2q) before one
+// conditional subtraction), the sum is kept in [0, q), and one Shoup product by [2^32]_q undoes the 2^-32.
+// a: D rows at stride a_stride; b: row (d, k) at b + d * b_dstride + k * b_kstride; out: row k at out + k * o_kstride.
+static void inner_product_t(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride, const uint32_t* b,
+                            size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t qv,
+                            uint32_t qinv, uint32_t r, uint32_t rs) {
+  constexpr size_t W = V::W;
+  const R q = V::set1(qv), qi = V::set1(qinv), rr = V::set1(r), rrs = V::set1(rs);
+  for (size_t k = 0; k < K; ++k) {
+    uint32_t* o = out + k * o_kstride;
+    for (size_t j = 0; j < n; j += W) {
+      R acc = V::set1(0);
+      for (size_t d = 0; d < D; ++d) {
+        const R x = V::load(a + d * a_stride + j), y = V::load(b + d * b_dstride + k * b_kstride + j);
+        const R hi = V::mulhi(x, y), m = V::mullo(V::mullo(x, y), qi);
+        const R t = csub(V::add(V::sub(hi, V::mulhi(m, q)), q), q);
+        acc = csub(V::add(acc, t), q);
+      }
+      V::store(o + j, csub(mul_lazy(acc, rr, rrs, q), q));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------- automorphism
+// out[j] = in[map[j]] over n residues (map a permutation of [0, n), checked by the caller).
+static void gather_t(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n) {
+  for (size_t j = 0; j < n; ++j) out[j] = in[(uint32_t)map[j]];
+}
