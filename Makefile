@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench clean venv
+.PHONY: demo test test-fast bench clean venv fuzz
 
 venv: $(STAMP)
 
@@ -26,6 +26,17 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/hemx bench kernels
+
+# Coverage-guided fuzzing (atheris) of hemx.io.loads and the parameter constructor, FUZZ_SECONDS per target.
+# New inputs go to build/fuzz/<target> (the committed seeds stay in tests/fuzz_corpus/); findings to build/fuzz.
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	$(BIN)/python -c "import atheris" 2>/dev/null || $(BIN)/python -m pip install --quiet "atheris>=2.3"
+	@for t in loads params; do \
+		mkdir -p build/fuzz/$$t && \
+		PYTHONPATH=. $(BIN)/python tests/io/fuzz_targets.py $$t -max_total_time=$(FUZZ_SECONDS) -timeout=60 \
+			-rss_limit_mb=4096 -artifact_prefix=build/fuzz/ build/fuzz/$$t tests/fuzz_corpus/$$t || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) build *.egg-info bench-results

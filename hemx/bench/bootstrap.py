@@ -33,7 +33,6 @@ def _bits(want, got) -> tuple[float, float]:
 def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int) -> dict:
     import jax
 
-    from hemx.circuits.bootstrap import Bootstrapper
     from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
 
     with warnings.catch_warnings():
@@ -41,13 +40,13 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int) -> dict:
         params = CKKSParameters.preset(preset, allow_insecure=True)
     ctx = Context(params)
     start = time.perf_counter()
-    bt = Bootstrapper(ctx)
+    bt = ctx.bootstrapper()
     prepare_s = time.perf_counter() - start
     start = time.perf_counter()
-    keys = ctx.keygen(rotations=bt.rotations, conjugation=True)
-    jax.block_until_ready([k.data for k in keys.galois.values()])
+    keys = ctx.keygen(bootstrap=True)
+    switching = [keys.relin, *keys.galois.values(), *keys.switching.values()]
+    jax.block_until_ready([k.data for k in switching])
     keygen_s = time.perf_counter() - start
-    switching = [keys.relin, *keys.galois.values()]
     key_bytes = sum(int(k.data.size) * k.data.dtype.itemsize for k in switching)
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, ctx.slots)

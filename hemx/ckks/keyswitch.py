@@ -82,12 +82,8 @@ def inner_product(ext, key, plan, *, num_p: int, num_q: int):
     """``sum_d ext_d * (b_d, a_d)`` over ``Q_l P``: ``(..., D, m, N) x (D, 2, M, N) -> (..., 2, m, N)``."""
     m = num_p + num_q
     table = limb_table(plan, 0, m)
-    key = key[..., :m, :]
-    acc = None
-    for d in range(ext.shape[-3]):
-        prod = modarith.mul_barrett(ext[..., d, None, :, :], key[d], table).astype(jnp.uint64)
-        acc = prod if acc is None else acc + prod
-    return modarith.barrett_reduce(acc, table.q, table.barrett_mu, table.barrett_sa, table.barrett_sb)
+    # the digits present at this level (a lower level has fewer); native on CPU where available, exact JAX elsewhere
+    return modarith.mul_sum(ext, key[: ext.shape[-3], ..., :m, :], table)
 
 
 def _ranges_plan(plan, ranges: tuple[tuple[int, int], ...]):
