@@ -19,10 +19,10 @@ demo: $(STAMP)
 	$(BIN)/hemx demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m tests.run_suite
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m tests.run_suite -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/hemx bench kernels

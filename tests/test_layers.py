@@ -127,3 +127,15 @@ def test_layer_check_sees_imports_inside_functions(monkeypatch):
     monkeypatch.setattr(pathlib.Path, "read_text", lambda self, encoding=None: src)
     (line, target), = hemx_imports(fake)
     assert line == 2 and RANK[layer_of(target)] > RANK["kernels"]
+
+
+def test_suite_runner_covers_every_test_file():
+    """``make test`` runs tests/run_suite.py's groups: every test file must be in one of them."""
+    import pathlib
+
+    from tests.run_suite import GROUPS
+
+    root = pathlib.Path(__file__).resolve().parent
+    covered = [root.parent / p for group in GROUPS for p in group]
+    for path in root.rglob("test_*.py"):
+        assert any(path == c or c in path.parents for c in covered), f"{path} is in no group of run_suite.py"

@@ -154,7 +154,8 @@ def _level_limbs(params: CKKSParameters, level: int, what: str) -> int:
 
 def _check_galois(params: CKKSParameters, kind: str, galois: int | None) -> None:
     if kind != "galois" and galois is not None:
-        raise SerializationError(f"a {kind} key has no Galois element")
+        what = "relinearization" if kind == "relin" else f"{kind.replace('_', '-')} switching"
+        raise SerializationError(f"a {what} key has no Galois element")
     if kind == "galois" and (galois is None or galois % 2 == 0 or not 1 < galois < 2 * params.n):
         raise SerializationError(f"Galois element {galois} is not an odd number in (1, 2N) for N = {params.n}")
 
