@@ -15,8 +15,14 @@ polynomial ``m`` (``m ~ D v`` through the encoding):
    ``re = x + conj(x)`` and ``im = i (conj(x) - x)`` (a product by the monomial ``X^(N/2)``, exact) become a
    batch of two.
 3. **EvalMod** (:class:`~hemx.circuits.bootstrap.mod1.EvalMod`). A product by the integer ``2^P`` and a rescale
-   take the batch from ``S`` to exactly the context's scale (``S = scale * q_l / 2^P`` makes this exact), then
-   ``sin(2 pi u)`` is a Chebyshev interpolant plus double angles.
+   take the batch from ``S`` to exactly the scale ``E = q_(l-1)``, the rescale divisor of the level EvalMod
+   starts at (``S = E * q_l / 2^P`` makes this exact), then ``sin(2 pi u)`` is a Chebyshev interpolant plus
+   double angles, with ``E`` as its target scale too. ``E`` and not the context's scale ``D``: a product of two
+   ciphertexts at scale ``s`` has scale ``s^2 / q`` after the rescale, so the Chebyshev powers ``T_(2^j)`` drift
+   from ``s`` by ``(s / q)^(2^j)``. Where the level divisors are far from ``D`` (boot_16: the 28-bit primes
+   = 1 mod 2^17 sit below 2^28, ``q`` is 2^55.4 .. 2^56) an input at ``D`` made intermediate scales fall to
+   2^36 and constants round at 2^33: 2^-20 of relative noise, garbage after the ``q0 / D`` amplification.
+   Starting at ``E`` the drift is only the ratio of neighbouring divisors (under a bit at boot_16).
 4. **SlotsToCoeffs.** ``y_re + i y_im`` (again the monomial) goes through the forward special FFT
    (``stc_levels`` factors) with ``q0 / (2 pi D)`` folded into the last factor: the slots hold
    ``q0 sin(2 pi u) / (2 pi D) ~ m / D = v``.
@@ -119,11 +125,14 @@ class Bootstrapper:
         top = p.max_level
         norm_level = top - self.plan.cts_levels  # level of the product by 2^P
         divisor = ctx.rescale_divisor(norm_level)
-        self.power = int(round(math.log2(p.scale * divisor / (self.q0 * (self.k + 1)))))
+        # EvalMod's input and target scale: the divisor of the level it starts at, so the Chebyshev powers keep
+        # their scales near the level divisors (an input at the context's scale drifts by (scale / q)^(2^j))
+        self.evalmod_scale = float(ctx.rescale_divisor(norm_level - 1))
+        self.power = int(round(math.log2(self.evalmod_scale * divisor / (self.q0 * (self.k + 1)))))
         if self.power < 1:
             raise ParameterError("the base q0 is too large for this scale: bootstrapping needs "
                                  "q0 (K + 1) < scale * q_l")
-        self.raised_scale = p.scale * divisor / 2.0 ** self.power  # S, exactly
+        self.raised_scale = self.evalmod_scale * divisor / 2.0 ** self.power  # S, exactly
         # CoeffsToSlots: F^-1 in cts_levels factors, c / 2 folded into the first one applied
         fold = self.raised_scale / (self.q0 * (self.k + 1)) / 2.0
         cts = dft.grouped_factors(self.slots, self.plan.cts_levels, inverse=True)
@@ -133,10 +142,10 @@ class Bootstrapper:
         stc = dft.grouped_factors(self.slots, self.plan.stc_levels, inverse=False)
         stc[-1] = dft.scaled(stc[-1], self.q0 / (2.0 * math.pi * self.design_scale))
         stc_top = self.plan.output_level + self.plan.stc_levels
-        # EvalMod's output scale is fixed by the parameters (its input is at exactly the context's scale): the
-        # slot simulator's exact bookkeeping gives it, and the last factor's plaintexts land the result on D
+        # EvalMod's output scale is fixed by the parameters (its input is at exactly evalmod_scale): the slot
+        # simulator's exact bookkeeping gives it, and the last factor's plaintexts land the result on D
         sim = SlotSimulator(p)
-        y = self.evalmod(sim, sim.encrypt(np.zeros(1), level=norm_level - 1, scale=p.scale), scale=p.scale)
+        y = self.eval_mod(sim, sim.encrypt(np.zeros(1), level=norm_level - 1, scale=self.evalmod_scale))
         last = self.plan.output_level + 1
         last_scale = self.design_scale * ctx.rescale_divisor(last) / y.scale
         self.stc = [LinearTransform(full, f, level=stc_top - i,
@@ -199,6 +208,11 @@ class Bootstrapper:
         data = self._q_ring.ntt(jnp.concatenate([coeffs, lifted], axis=-2))
         return ct.replace(data=data, level=self.plan.top_level, scale=self.raised_scale)
 
+    def eval_mod(self, ev, t):
+        """EvalMod on the stacked batch ``t`` (at :attr:`evalmod_scale`, the level after the product by 2^P), with
+        any :mod:`hemx.circuits` evaluator (the :class:`SlotSimulator` included)."""
+        return self.evalmod(ev, t, scale=self.evalmod_scale)
+
     def coeffs_to_slots(self, ev, ct):
         for lt in self.cts:
             ct = lt.apply(ct, ev.keys)
@@ -256,7 +270,7 @@ class Bootstrapper:
         im = ctx.mul(ctx.sub(conj, x), self._i_monomial)
         t = ev.stack([re, im])
         t = ctx.rescale(ctx.mul(t, 1.0, plain_scale=float(2 ** self.power)))
-        y = self.evalmod(ev, t, scale=ctx.params.scale)
+        y = self.eval_mod(ev, t)
         y = ctx.add(ev.take(y, 0), ctx.mul(ev.take(y, 1), self._i_monomial))
         out = self.slots_to_coeffs(ev, y)
         # the result holds m / D at scale D; read it at the input's scale: m / in_scale, the input's values
