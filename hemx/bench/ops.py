@@ -75,6 +75,11 @@ def _hemx_ops(ctx: Context, keys, a, b, prod) -> dict:
     }
 
 
+def batch_sizes(batch: int) -> tuple[int, ...]:
+    """The batch sizes ``bench_ops`` times: 1, then ``batch`` (batch 1 once when ``batch == 1``)."""
+    return tuple(dict.fromkeys((1, batch)))
+
+
 def bench_ops(
     sets: Iterable[str] = ("A", "B", "C", "D"),
     *,
@@ -97,7 +102,7 @@ def bench_ops(
     results: list[BenchResult] = []
     adapters = available_adapters(peers, threads, lambda msg: console.print(f"[yellow]{msg}[/]"))
     with _progress(console) as prog:
-        batches = tuple(dict.fromkeys((1, batch)))  # batch 1 once when batch == 1
+        batches = batch_sizes(batch)
         task = prog.add_task("HE ops", total=len(sets) * (len(batches) + len(adapters)))
         for s in sets:
             params = param_sets[s]

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 
 from rich.console import Console
 
-from hemx.bench.ops import bench_ops
+from hemx.bench.ops import batch_sizes, bench_ops
+
+from tests.helpers.expected import bound
+
+OPS = {"add", "mul", "rescale", "mul_rescale", "rotate"}
 
 
-def _rows(batch):
-    results = bench_ops(["A"], batch=batch, repeats=1, console=Console(file=io.StringIO()))
-    return [(r.name, r.params["set"], r.params["op"], r.params["batch"]) for r in results], results
+def test_batch_one_is_timed_once():
+    assert batch_sizes(1) == (1,)
+    assert batch_sizes(8) == (1, 8)
 
 
-def test_batch_one_is_timed_once_and_other_batches_add_rows():
-    keys, results = _rows(1)
-    assert len(keys) == len(set(keys)) == 5  # add, mul, rescale, mul_rescale, rotate at batch 1
+def test_other_batches_add_rows_with_the_figures_filled_in():
+    """One run at batch 2 (the batch-1 rows come with it: one set of compilations, not two)."""
+    results = bench_ops(["A"], batch=2, repeats=1, console=Console(file=io.StringIO()))
+    keys = [(r.name, r.params["set"], r.params["op"], r.params["batch"]) for r in results]
+    assert len(keys) == len(set(keys)) == 10
+    assert Counter(k[3] for k in keys) == {1: 5, 2: 5}
+    assert {k[2] for k in keys} == OPS and {k[0] for k in keys} == {"hemx"}
     assert all(r.median_s > 0 and r.throughput > 0 for r in results)
-    keys2, _ = _rows(2)
-    assert len(keys2) == len(set(keys2)) == 10
-    assert {k[3] for k in keys2} == {1, 2}
+    assert all(r.throughput > r.params["batch"] / r.median_s * 0.999 for r in results)
+    mul_rescale = [r for r in results if r.params["op"] == "mul_rescale"]
+    assert all(r.extra["precision_min_bits"] >= bound("set_a/ks_mul") for r in mul_rescale)  # the bench's own figure
