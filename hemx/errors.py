@@ -91,3 +91,19 @@ class SecretMaterialError(HemxError, ValueError):
 
 
 __all__.append("SecretMaterialError")
+
+
+class DecryptionError(HemxError, ValueError):
+    """The decrypted polynomial does not look like a message (the decryption check, ``hemx.ckks.checks``).
+
+    Its coefficients are spread over the whole modulus instead of staying far below ``q/2``: a wrong secret key (or
+    a ciphertext under another key set), altered ciphertext data, or values x scale that overflowed the modulus.
+    Raised by ``Context.decrypt`` unless ``decryption_check="warn"`` or ``"off"``.
+    """
+
+
+class DecryptionWarning(UserWarning):
+    """Issued instead of :class:`DecryptionError` when ``decryption_check="warn"``."""
+
+
+__all__ += ["DecryptionError", "DecryptionWarning"]

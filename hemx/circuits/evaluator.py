@@ -103,11 +103,17 @@ class CKKSEvaluator:
             raise ParameterError(f"{what} needs evaluation keys: pass the KeySet from ctx.keygen(...)")
         return self.keys
 
+    @staticmethod
+    def _ciphertext(x) -> Ciphertext:
+        if not isinstance(x, Ciphertext):
+            raise ParameterError(f"expected a hemx Ciphertext, got {type(x).__name__}")
+        return x
+
     def level(self, x: Ciphertext) -> int:
-        return x.level
+        return self._ciphertext(x).level
 
     def scale(self, x: Ciphertext) -> float:
-        return x.scale
+        return self._ciphertext(x).scale
 
     def with_scale(self, x: Ciphertext, scale: float) -> Ciphertext:
         return x.replace(scale=float(scale))

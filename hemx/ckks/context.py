@@ -22,19 +22,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hemx.ckks import encoder, encryptor, evaluator, keygen as keygen_mod
+from hemx.ckks import checks, encoder, encryptor, evaluator, keygen as keygen_mod
 from hemx.ckks import keyswitch as ks
 from hemx.ckks.ciphertext import Ciphertext, Plaintext
 from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey, new_id
 from hemx.ckks.params import CKKSParameters
 from hemx.ckks.sampling import Sampler
 from hemx.ckks.tables import LevelTables, TableCache
+from hemx.ckks.validation import check_int, is_int, is_real
 from hemx.errors import (
     ContextMismatchError,
     KeyMismatchError,
     LevelError,
+    OverflowBoundError,
     ParameterError,
     ScaleMismatchError,
+    ShapeError,
+    SlotError,
 )
 from hemx.kernels import automorphism, modarith
 from hemx import plan as planner
@@ -72,7 +76,19 @@ class Context:
         planning: "measure" (time the unforced NTT choices once per machine and shape, cached) or "off" (static
             defaults); None: ``$HEMX_PLAN``, else "measure". Every variant gives identical results.
         ntt_split, bp: force the NTT split (``(R, C)`` or radices) and the BAT chunk width of matrix methods.
+        decryption_check: "raise" (default), "warn" or "off": what :meth:`decrypt` does when the decrypted
+            coefficients look like noise over the whole modulus (:class:`~hemx.errors.DecryptionError`).
+        mesh: a ``jax.sharding.Mesh`` with axes "batch" and "limbs": the context is then a
+            :class:`hemx.ckks.sharding.ShardedContext` whose ciphertexts, plaintexts and keys are spread over
+            the mesh's devices (``docs/parallel.md``). None (default): one device.
     """
+
+    def __new__(cls, *args, mesh=None, **kwargs):
+        if mesh is not None and cls is Context:  # hemx.Context(params, mesh=mesh): the sharded front
+            from hemx.ckks.sharding import ShardedContext  # noqa: PLC0415 - it subclasses this class
+
+            cls = ShardedContext
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -86,9 +102,12 @@ class Context:
         planning: str | None = None,
         ntt_split: Sequence[int] | None = None,
         bp: int | None = None,
+        decryption_check: str = "raise",
+        mesh=None,
     ):
         if not isinstance(params, CKKSParameters):
             raise ParameterError("Context needs a CKKSParameters instance")
+        self.decryption_check = checks.check_mode(decryption_check)
         self.params = params
         self.id = new_id()
         self.slots = encoder.check_slots(params.n, slots if slots is not None else params.n // 2)
@@ -106,6 +125,9 @@ class Context:
         self.plan = self.ring.plan
         self.tables = TableCache(params, reduction=self.reduction)  # per-level tables, built on first use
         self._bootstrapper = None  # built by bootstrapper() / keygen(bootstrap=True)
+        self.mesh = None  # one device; hemx.ckks.sharding.ShardedContext sets its mesh
+        if mesh is not None and not hasattr(self, "place"):
+            raise ParameterError("mesh= is handled by hemx.Context (hemx.ckks.sharding.ShardedContext)")
 
     def __repr__(self) -> str:
         return f"Context({self.params.describe()}, slots={self.slots}, ntt={self.plan.describe()!r})"
@@ -287,16 +309,35 @@ class Context:
         ``slots`` overrides the context's slot count (a power of two <= N/2), e.g. full-slot plaintexts for the
         bootstrapping transforms of a sparse context."""
         level = self.params.max_level if level is None else level
-        self._limbs(level)
-        scale = self.params.scale if scale is None else float(scale)
+        num_q = self._limbs(level)
+        level = int(level)
+        scale = self.params.scale if scale is None else self._check_encode_scale(scale)
         slots = self.slots if slots is None else encoder.check_slots(self.params.n, slots)
         z, is_complex = encoder.slot_values(values, slots, self.params.n)
-        ints = encoder.encode(z, self.params.n, slots, scale)
+        ints = encoder.encode(z, self.params.n, slots, scale, log_q=self._log_q(num_q))
         # host values: encoded at concrete time even inside a jit trace, where they enter as a constant (an NTT
         # of a constant in the trace would make XLA constant-fold it, which is very slow to compile)
         with jax.ensure_compile_time_eval():
             data = self.to_ntt_q(ints, level)
         return Plaintext(data, level, scale, slots, is_complex, self.id)
+
+    @staticmethod
+    def _check_encode_scale(scale) -> float:
+        if not is_real(scale):
+            raise ParameterError(f"scale must be a positive finite number, got {scale!r}")
+        value = float(scale)
+        if math.isinf(value) and value > 0:
+            raise OverflowBoundError("scale must be finite: an infinite scale fits no modulus")
+        if not (math.isfinite(value) and value > 0):
+            raise ParameterError(f"scale must be a positive finite number, got {scale!r}")
+        return value
+
+    def _log_q(self, num_q: int) -> float:
+        """``log2`` of the product of the first ``num_q`` ciphertext primes (cached)."""
+        cache = self.__dict__.setdefault("_log_q_cache", {})
+        if num_q not in cache:
+            cache[num_q] = sum(math.log2(q) for q in self.params.moduli[:num_q])
+        return cache[num_q]
 
     def decode(self, pt: Plaintext) -> np.ndarray:
         """Decode a plaintext back to slot values."""
@@ -323,20 +364,31 @@ class Context:
             raise ContextMismatchError("the plaintext belongs to another context")
         return encryptor.encrypt(self, pt, key)
 
-    def decrypt(self, ct: Ciphertext, secret) -> np.ndarray:
-        """Decrypt to numpy values ``(..., slots)`` (real unless complex values were encrypted)."""
+    def decrypt(self, ct: Ciphertext, secret, *, decryption_check: str | None = None) -> np.ndarray:
+        """Decrypt to numpy values ``(..., slots)`` (real unless complex values were encrypted).
+
+        ``decryption_check`` overrides the context's setting for this call: "raise" (the default setting) raises
+        :class:`~hemx.errors.DecryptionError` when the decrypted polynomial is spread over the whole modulus
+        instead of holding a message (the wrong secret key, altered ciphertext data, values x scale that
+        overflowed the modulus), "warn" warns with :class:`~hemx.errors.DecryptionWarning`, "off" skips it. A
+        plausibility check, not authentication: see ``docs/errors.md``.
+        """
+        mode = self.decryption_check if decryption_check is None else checks.check_mode(decryption_check)
         self._check_ct(ct)
         if isinstance(secret, KeySet):
             secret = secret.secret
         if not isinstance(secret, SecretKey):
             raise ParameterError("decrypt needs the SecretKey (or the KeySet holding it)")
         self._check_key(secret, ct.key_id)
-        return encryptor.decrypt(self, ct, secret)
+        return encryptor.decrypt(self, ct, secret, mode)
 
     # -------------------------------------------------------------------------------------------- leveled ops
     def drop_level(self, ct: Ciphertext, level: int) -> Ciphertext:
         """The same ciphertext at a lower ``level`` (limbs dropped; no rescaling, scale unchanged)."""
         self._check_ct(ct)
+        if not is_int(level):
+            raise LevelError(f"drop_level needs an integer level in [0, {ct.level}], got {level!r}")
+        level = int(level)
         if level > ct.level:
             raise LevelError(f"cannot raise a ciphertext from level {ct.level} to {level}")
         if level == ct.level:
@@ -350,10 +402,17 @@ class Context:
         if isinstance(b, Ciphertext):
             self._check_ct(b, "second ciphertext")
             self._same_keys(a, b)
+            self._check_batches(a.batch_shape, b.batch_shape)
             a, b = self._match_scales(a, b)
             data = evaluator.add(a.data, b.data, self.plan, num_p=self.num_p, num_q=a.num_limbs)
             return a.replace(data=data, is_complex=a.is_complex or b.is_complex)
         pt = self._as_plaintext(b, a, scale=a.scale)
+        if self._check_batches(a.batch_shape, pt.batch_shape) != a.batch_shape:
+            raise ShapeError(
+                f"the plain operand has batch shape {pt.batch_shape} (values shape {pt.batch_shape + (pt.slots,)}), "
+                f"which does not fit the ciphertext's batch shape {a.batch_shape}: give at most {a.slots} values "
+                "per ciphertext, batched like the ciphertext"
+            )
         a, pt = self._align(a, pt)
         n = a.num_limbs
         c0 = evaluator.add(a.data[..., 0, :, :], pt.data, self.plan, num_p=self.num_p, num_q=n)
@@ -384,10 +443,18 @@ class Context:
         return self.encode(self._broadcast_values(b), level=like.level, scale=scale)
 
     def _broadcast_values(self, b):
-        z = np.asarray(b)
+        z = self._plain_values(b)
         if z.ndim == 0:  # a scalar fills every slot
             return np.full(self.slots, z.item())
         return z
+
+    @staticmethod
+    def _check_batches(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+        """The broadcast batch shape of two operands, or ShapeError."""
+        try:
+            return tuple(np.broadcast_shapes(a, b))
+        except ValueError:
+            raise ShapeError(f"the operands' batch shapes {a} and {b} do not broadcast together") from None
 
     def _same_keys(self, a: Ciphertext, b: Ciphertext):
         if a.key_id != b.key_id:
@@ -417,6 +484,7 @@ class Context:
         if isinstance(b, Ciphertext):
             self._check_ct(b, "second ciphertext")
             self._same_keys(a, b)
+            self._check_batches(a.batch_shape, b.batch_shape)
             a, b = self._align(a, b, check_scale=False)
             key = self._relin_key(keys, a)
             self._check_product_scale(a.scale * b.scale, a.level)
@@ -450,7 +518,7 @@ class Context:
             pt = b
         else:
             t = self.tables.level(a.level)
-            z = np.asarray(b)
+            z = self._plain_values(b)
             real_scalar = z.ndim == 0 and not np.iscomplexobj(z)
             if plain_scale is not None:
                 if real_scalar:
@@ -468,11 +536,26 @@ class Context:
                 return self._mul_scalar(a, float(z), t.divisor)
             else:
                 pt = self.encode(self._broadcast_values(b), level=a.level, scale=t.divisor)
+        self._check_batches(a.batch_shape, pt.batch_shape)
         a, pt = self._align(a, pt, check_scale=False)
         self._check_product_scale(a.scale * pt.scale, a.level)
         data = evaluator.mul_elementwise(a.data, pt.data[..., None, :, :], self.plan, num_p=self.num_p,
                                          num_q=a.num_limbs)
         return a.replace(data=data, scale=a.scale * pt.scale, is_complex=a.is_complex or pt.is_complex)
+
+    @staticmethod
+    def _plain_values(b) -> np.ndarray:
+        """Plain operand values as an array of finite numbers (SlotError otherwise; the encoder's wording)."""
+        try:
+            z = np.asarray(b)
+        except (ValueError, TypeError) as e:
+            raise ParameterError(f"plain values must be a (batch of) equal-length list(s) of numbers: {e}") from None
+        if not (np.issubdtype(z.dtype, np.number) or z.dtype == bool):
+            raise SlotError(f"values must be numbers, got {b!r}" if z.ndim == 0 else
+                            f"values must be numbers, got dtype {z.dtype}")
+        if np.issubdtype(z.dtype, np.inexact) and not np.all(np.isfinite(z)):
+            raise SlotError("values are not finite")
+        return z
 
     def _check_product_scale(self, scale: float, level: int) -> None:
         """A product whose scale reaches the modulus would wrap around: refuse it with a clear error."""
@@ -485,7 +568,17 @@ class Context:
 
     def _mul_scalar(self, a: Ciphertext, value: float, scale: float) -> Ciphertext:
         self._check_product_scale(a.scale * scale, a.level)
-        c = int(round(value * scale))
+        product = value * scale
+        if not math.isfinite(product):
+            raise SlotError(f"values are not finite: {value!r} x scale 2^{math.log2(scale):.1f} overflows a float")
+        c = int(round(product))
+        log_q = self._log_q(a.num_limbs)
+        if c and math.log2(abs(c)) >= log_q - 1:
+            raise OverflowBoundError(
+                f"the constant {value!r} at scale 2^{math.log2(scale):.1f} is 2^{math.log2(abs(c)):.1f}, beyond "
+                f"q/2 = 2^{log_q - 1:.1f} at level {a.level}: it would wrap around. Multiply by a smaller constant "
+                "or at a higher level"
+            )
         n = a.num_limbs
         qs = np.array(self.params.moduli[:n], dtype=np.int64).reshape(-1, 1)
         with jax.ensure_compile_time_eval():
@@ -518,9 +611,10 @@ class Context:
     def rotate(self, ct: Ciphertext, steps: int, keys, *, keyswitch: str | None = None) -> Ciphertext:
         """Rotate the slots left by ``steps`` (negative: right), like ``numpy.roll(values, -steps)``."""
         self._check_ct(ct)
-        if int(steps) % ct.slots == 0:
+        steps = check_int("rotation steps", steps)
+        if steps % ct.slots == 0:
             return ct
-        g = automorphism.galois_element(self.params.n, int(steps) % ct.slots)  # steps are taken mod the slots
+        g = automorphism.galois_element(self.params.n, steps % ct.slots)  # steps are taken mod the slots
         return self._galois_one(ct, g, keys, f"rotation by {steps}", keyswitch)
 
     def conjugate(self, ct: Ciphertext, keys, *, keyswitch: str | None = None) -> Ciphertext:
@@ -540,7 +634,9 @@ class Context:
     def rotate_many(self, ct: Ciphertext, steps: Sequence[int], keys) -> list[Ciphertext]:
         """Hoisted rotations: one ModUp of c1 shared by all ``steps``; returns one ciphertext per step."""
         self._check_ct(ct)
-        steps = [int(s) for s in steps]
+        if isinstance(steps, (str, bytes)) or not isinstance(steps, Iterable):
+            raise ParameterError(f"rotate_many needs a list of integer steps, got {steps!r}")
+        steps = [check_int("rotation steps", s) for s in steps]
         out: list[Ciphertext | None] = [None] * len(steps)
         todo = [(i, s) for i, s in enumerate(steps) if s % ct.slots]
         for i, s in enumerate(steps):

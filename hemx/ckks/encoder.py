@@ -9,11 +9,13 @@ A rotation by r slots is the automorphism ``X -> X^(5^r)``, conjugation ``X -> X
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
 
-from hemx.errors import SlotError
+from hemx.ckks.validation import is_int
+from hemx.errors import OverflowBoundError, ParameterError, SlotError
 from hemx.nt import is_power_of_two
 
 
@@ -29,7 +31,7 @@ def _slot_tables(slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def check_slots(n: int, slots: int) -> int:
-    if not is_power_of_two(slots) or not 1 <= slots <= n // 2:
+    if not is_int(slots) or not is_power_of_two(int(slots)) or not 1 <= slots <= n // 2:
         raise SlotError(f"slot count must be a power of two in [1, N/2 = {n // 2}], got {slots}")
     return int(slots)
 
@@ -44,10 +46,12 @@ def slots_for(n: int, count: int) -> int:
     return s
 
 
-def encode(values: np.ndarray, n: int, slots: int, scale: float) -> np.ndarray:
+def encode(values: np.ndarray, n: int, slots: int, scale: float, *, log_q: float | None = None) -> np.ndarray:
     """Slot values ``(..., slots)`` (real or complex) -> integer coefficients ``(..., N)``.
 
-    Returns int64 when every coefficient fits below 2^62, else an object array of Python ints.
+    Returns int64 when every coefficient fits below 2^62, else an object array of Python ints. With ``log_q``
+    (``log2`` of the modulus the result is reduced by) a coefficient of magnitude ``q/2`` or more, which would
+    wrap around, raises :class:`OverflowBoundError`.
     """
     slots = check_slots(n, slots)
     z = np.asarray(values, dtype=np.complex128)
@@ -63,6 +67,12 @@ def encode(values: np.ndarray, n: int, slots: int, scale: float) -> np.ndarray:
         raise SlotError("values are not finite")
     gap = n // m
     peak = float(np.max(np.abs(coeffs))) if coeffs.size else 0.0
+    if log_q is not None and peak > 0 and math.log2(peak) >= log_q - 1:
+        raise OverflowBoundError(
+            f"the encoded values reach 2^{math.log2(peak):.1f} (|value| x scale, scale 2^{math.log2(scale):.1f}), "
+            f"beyond q/2 = 2^{log_q - 1:.1f} of the modulus they are encoded at: they would wrap around. Use "
+            "smaller values or a smaller scale, or encode at a higher level"
+        )
     if peak < 2.0 ** 62:
         out = np.zeros(z.shape[:-1] + (n,), dtype=np.int64)
         out[..., ::gap] = np.rint(coeffs).astype(np.int64)
@@ -138,11 +148,16 @@ def decode_residues(res: np.ndarray, moduli, *, n: int, slots: int, scale: float
 
 def slot_values(values, slots: int, n: int) -> tuple[np.ndarray, bool]:
     """``(..., count)`` numbers (count <= slots) -> complex128 ``(..., slots)`` zero-padded, and is_complex."""
-    z = np.asarray(values)
+    try:
+        z = np.asarray(values)
+    except (ValueError, TypeError) as e:  # ragged nesting
+        raise ParameterError(f"values must be a (batch of) equal-length list(s) of numbers: {e}") from None
     if z.ndim == 0:
         z = z[None]
     if not (np.issubdtype(z.dtype, np.number) or z.dtype == bool):
         raise SlotError(f"values must be numbers, got dtype {z.dtype}")
+    if z.size == 0:
+        raise ParameterError(f"no values to encode (shape {z.shape}); give at least one number per ciphertext")
     is_complex = np.iscomplexobj(z)
     if z.shape[-1] > slots:
         raise SlotError(

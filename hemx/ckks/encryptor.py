@@ -6,10 +6,13 @@ call. Randomness comes from the context's sampler.
 
 from __future__ import annotations
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 
-from hemx.ckks import encoder, evaluator
+from hemx.ckks import checks, encoder, evaluator
+from hemx.errors import DecryptionError, DecryptionWarning
 from hemx.ckks.ciphertext import Ciphertext, Plaintext
 from hemx.ckks.keys import PublicKey, SecretKey
 
@@ -39,9 +42,23 @@ def encrypt(ctx, pt: Plaintext, key: PublicKey | SecretKey) -> Ciphertext:
     return Ciphertext(data, level, pt.scale, pt.slots, pt.is_complex, ctx.id, key.key_id)
 
 
-def decrypt(ctx, ct: Ciphertext, secret: SecretKey) -> np.ndarray:
-    """Slot values ``(..., slots)`` of a checked ciphertext (real unless complex values were encrypted)."""
+def decrypt(ctx, ct: Ciphertext, secret: SecretKey, check: str = "raise") -> np.ndarray:
+    """Slot values ``(..., slots)`` of a checked ciphertext (real unless complex values were encrypted).
+
+    ``check`` ("raise", "warn", "off"): the decryption check (:func:`hemx.ckks.checks.residue_check`) on the
+    decrypted coefficients before decoding; a polynomial spread over the whole modulus (wrong key, altered data,
+    an overflow) raises :class:`~hemx.errors.DecryptionError` or warns with
+    :class:`~hemx.errors.DecryptionWarning`."""
     num_q = ctx.params.limbs_at_level(ct.level)
-    m = evaluator.decrypt_core(ct.data, secret.ntt, ctx.plan, num_p=ctx.num_p, num_q=num_q)
-    return encoder.decode_residues(np.asarray(m), ctx.params.moduli[:num_q], n=ctx.params.n, slots=ct.slots,
-                                   scale=ct.scale, is_complex=ct.is_complex)
+    m = np.asarray(evaluator.decrypt_core(ct.data, secret.ntt, ctx.plan, num_p=ctx.num_p, num_q=num_q))
+    moduli = ctx.params.moduli[:num_q]
+    if check != "off":
+        ok, stats = checks.residue_check(m, moduli, n=ctx.params.n, slots=ct.slots, scale=ct.scale)
+        if not ok:
+            msg = (f"decryption check failed at level {ct.level}: {stats.reason}. The decrypted values would be "
+                   "meaningless; pass decryption_check='warn' or 'off' to get them anyway")
+            if check == "raise":
+                raise DecryptionError(msg)
+            warnings.warn(msg, DecryptionWarning, stacklevel=3)
+    return encoder.decode_residues(m, moduli, n=ctx.params.n, slots=ct.slots, scale=ct.scale,
+                                   is_complex=ct.is_complex)

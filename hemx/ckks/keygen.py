@@ -14,6 +14,7 @@ import numpy as np
 
 from hemx.ckks import encoder, evaluator
 from hemx.ckks.keys import KeySet, PublicKey, SecretKey, SwitchingKey, new_id
+from hemx.ckks.validation import check_int
 from hemx.errors import ParameterError
 from hemx.kernels import automorphism
 
@@ -23,7 +24,9 @@ def rotation_steps(rotations: Iterable[int] | str, slots: int) -> list[int]:
         if rotations != "power_of_two":
             raise ParameterError("rotations must be a list of steps or 'power_of_two'")
         return [1 << i for i in range(max(slots - 1, 0).bit_length())]
-    return [int(r) for r in rotations]
+    if isinstance(rotations, bytes) or not isinstance(rotations, Iterable):
+        raise ParameterError(f"rotations must be a list of integer steps or 'power_of_two', got {rotations!r}")
+    return [check_int("a rotation step", r) for r in rotations]
 
 
 def generate_keys(ctx, rotations: Iterable[int] | str = (), *, conjugation: bool = False,

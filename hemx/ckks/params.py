@@ -17,9 +17,14 @@ import numpy as np
 
 from hemx.ckks.security import check_security, max_log_qp
 from hemx.errors import ModulusError, ParameterError
+from hemx.ckks.validation import check_bool, check_int, check_real, int_sequence, is_int
 from hemx.nt import is_prime, log2_exact, ntt_primes
 
 DEFAULT_SIGMA = 3.19
+MAX_LOG_N = 17
+# create() refuses longer chains before searching primes: key material grows with L^2, and the prime search of
+# an unbounded request would run for a very long time (the 128-bit bound at N = 2^17 allows about 125 limbs)
+MAX_LIMBS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,14 +55,26 @@ class CKKSParameters:
     name: str = "custom"
 
     def __post_init__(self):
-        n = 1 << self.log_n
-        if not 2 <= self.log_n <= 17:
-            raise ParameterError(f"log_n must be in [2, 17], got {self.log_n}")
-        qs = tuple(int(q) for q in self.moduli)
-        ps = tuple(int(p) for p in self.special_moduli)
+        # types first (bool is not an int here), so no comparison below meets a string, None or NaN
+        log_n = check_int("log_n", self.log_n, 2, MAX_LOG_N)
+        n = 1 << log_n
+        qs = int_sequence("moduli", self.moduli)
+        ps = int_sequence("special_moduli", self.special_moduli)
+        sizes = int_sequence("level_sizes", self.level_sizes)
+        if not qs or not sizes:
+            raise ParameterError("a parameter set needs at least one ciphertext modulus (the base) and its level")
+        object.__setattr__(self, "log_n", log_n)
         object.__setattr__(self, "moduli", qs)
         object.__setattr__(self, "special_moduli", ps)
-        object.__setattr__(self, "level_sizes", tuple(int(s) for s in self.level_sizes))
+        object.__setattr__(self, "level_sizes", sizes)
+        object.__setattr__(self, "dnum", check_int("dnum", self.dnum))
+        object.__setattr__(self, "log_scale", check_real("log_scale", self.log_scale))
+        if self.hamming_weight is not None:
+            object.__setattr__(self, "hamming_weight", check_int("hamming_weight", self.hamming_weight))
+        object.__setattr__(self, "sigma", check_real("sigma", self.sigma))
+        object.__setattr__(self, "allow_insecure", check_bool("allow_insecure", self.allow_insecure))
+        if not isinstance(self.name, str):
+            raise ParameterError(f"name must be a string, got {self.name!r}")
         for m in qs + ps:
             if m >= 1 << 31:
                 raise ModulusError(f"modulus {m} has {m.bit_length()} bits; hemx words hold moduli below 2^31")
@@ -82,7 +99,7 @@ class CKKSParameters:
         if not 1 <= self.log_scale <= 62:
             raise ParameterError(f"log_scale must be in [1, 62], got {self.log_scale}")
         if self.sigma <= 0:
-            raise ParameterError("sigma must be positive")
+            raise ParameterError(f"sigma must be positive, got {self.sigma!r}")
         check_security(n, self.log_qp, sparse_secret=self.hamming_weight is not None,
                        allow_insecure=self.allow_insecure)
 
@@ -128,6 +145,9 @@ class CKKSParameters:
 
     def limbs_at_level(self, level: int) -> int:
         """Number of ciphertext limbs at ``level`` (0 = only the base left)."""
+        if not is_int(level):
+            raise ParameterError(f"level must be an integer in [0, {self.max_level}], got {level!r}")
+        level = int(level)
         if not 0 <= level <= self.max_level:
             raise ParameterError(f"level must be in [0, {self.max_level}], got {level}")
         return sum(self.level_sizes[: level + 1])
@@ -178,16 +198,47 @@ class CKKSParameters:
             dnum: key-switching digits.
             log_scale: default ``prime_bits * primes_per_level`` (the rescale divisor, so scales stay put).
         """
-        if primes_per_level not in (1, 2):
-            raise ParameterError("primes_per_level must be 1 or 2")
-        if levels < 0:
-            raise ParameterError("levels must be non-negative")
+        # every argument is checked before the prime search (cheap, and no raw TypeError from deep inside)
+        log_n = check_int("log_n", log_n, 2, MAX_LOG_N)
+        if not is_int(primes_per_level) or int(primes_per_level) not in (1, 2):
+            raise ParameterError(f"primes_per_level must be 1 or 2, got {primes_per_level!r}")
+        primes_per_level = int(primes_per_level)
+        levels = check_int("levels", levels, 0, None, hint="; levels is the number of rescales (non-negative)")
+        prime_bits = check_int("prime_bits", prime_bits, 2, 31, hint=" (hemx words hold primes below 2^31)")
+        special_bits = check_int("special_bits", special_bits, 2, 31, hint=" (hemx words hold primes below 2^31)")
+        base_bits = int_sequence("base_bits", base_bits, lo=2, hi=31)
+        if not base_bits:
+            raise ParameterError("base_bits must name at least one base prime (the base holds the message at level "
+                                 "0), e.g. base_bits=(31, 31)")
+        if not is_int(dnum) or dnum < 1:
+            raise ParameterError(f"dnum must be a positive number of digits, got {dnum!r}")
+        log_scale = float(prime_bits * primes_per_level) if log_scale is None else check_real(
+            "log_scale", log_scale, lo=1, hi=62)
+        if sum(base_bits) <= log_scale:
+            raise ParameterError(
+                f"the base primes ({'+'.join(map(str, base_bits))} = {sum(base_bits)} bits) must exceed the scale "
+                f"2^{log_scale:g}: at level 0 they hold scale x |value|. Use more or larger base primes "
+                f"(base_bits), or a smaller log_scale"
+            )
+        if hamming_weight is not None:
+            check_int("hamming_weight", hamming_weight, 1, 1 << log_n)
+        check_real("sigma", sigma, positive=True)
+        allow_insecure = check_bool("allow_insecure", allow_insecure)
+        if not isinstance(name, str):
+            raise ParameterError(f"name must be a string, got {name!r}")
         n = 1 << log_n
         num_limbs = len(base_bits) + levels * primes_per_level
-        if not isinstance(dnum, (int, np.integer)) or dnum < 1:
-            raise ParameterError(f"dnum must be a positive number of digits, got {dnum!r}")
+        if num_limbs > MAX_LIMBS:
+            raise ParameterError(f"{num_limbs} limbs requested; hemx supports at most {MAX_LIMBS} (fewer levels)")
         dnum = min(int(dnum), num_limbs)
         alpha = -(-num_limbs // dnum)
+        if not allow_insecure:
+            # refuse before the prime search what cannot pass the 128-bit check (every prime has > bits - 1 bits)
+            low = (sum(b - 1 for b in base_bits) + levels * primes_per_level * (prime_bits - 1)
+                   + alpha * (special_bits - 1))
+            bound = max_log_qp(n)
+            if bound is None or low > bound or hamming_weight is not None:
+                check_security(n, max(low, 0), sparse_secret=hamming_weight is not None, allow_insecure=False)
         used: list[int] = []
 
         def take(bits: int, count: int) -> list[int]:
@@ -200,8 +251,6 @@ class CKKSParameters:
         for b in base_bits:
             base += take(b, 1)
         chain = take(prime_bits, levels * primes_per_level)
-        if log_scale is None:
-            log_scale = float(prime_bits * primes_per_level)
         return cls(
             log_n=log_n,
             moduli=tuple(base + chain),
@@ -218,13 +267,22 @@ class CKKSParameters:
     @classmethod
     def preset(cls, name: str, *, allow_insecure: bool = False, **overrides) -> "CKKSParameters":
         """Named parameter sets; see :data:`PRESETS` (CROSS Tab. IV sets A-D, WarpDrive, TensorFHE, secure ones)."""
+        if not isinstance(name, str):
+            raise ParameterError(f"a preset is named by a string, got {name!r}; choose one of {sorted(PRESETS)}")
         key = name.lower()
         if key not in PRESETS:
             raise ParameterError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        unknown = sorted(set(overrides) - _CREATE_ARGS)
+        if unknown:
+            raise ParameterError(f"unknown preset override(s) {unknown}; CKKSParameters.create accepts "
+                                 f"{sorted(_CREATE_ARGS)}")
         kwargs = dict(PRESETS[key])
         kwargs.update(overrides)
         return cls.create(name=key, allow_insecure=allow_insecure, **kwargs)
 
+
+_CREATE_ARGS = frozenset({"log_n", "levels", "primes_per_level", "prime_bits", "base_bits", "special_bits", "dnum",
+                          "log_scale", "hamming_weight", "sigma"})
 
 # Presets. CROSS Tab. IV fixes N, the number of 28-bit limbs and dnum = 3; hemx lays those limbs out as a base
 # of two 31-bit primes (three 28-bit ones for C and D) plus levels of two 28-bit primes. Counting the special

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
+import numpy as np
+
 from hemx.errors import ModulusError, ParameterError
 from hemx.nt.bits import is_power_of_two
 
 # Deterministic Miller-Rabin witnesses: correct for every n < 3.3e24 (Sorenson & Webster 2015).
 _MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
 _SMALL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def is_prime(n: int) -> bool:
@@ -52,12 +60,18 @@ def ntt_primes(bits: int, count: int, n: int, *, exclude: tuple[int, ...] | list
     These support a negacyclic NTT of length ``n`` (a primitive ``2n``-th root of unity exists mod q).
     ``exclude`` skips primes already used elsewhere (e.g. for the special moduli of key switching).
     """
+    for name, value in (("n", n), ("bits", bits), ("count", count)):
+        if not _is_int(value):
+            raise ParameterError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    n, bits, count = int(n), int(bits), int(count)
     if not is_power_of_two(n):
         raise ParameterError(f"ring degree n must be a power of two, got {n}")
     if not 2 <= bits <= 62:
         raise ParameterError(f"bits must be in [2, 62], got {bits}")
     if count < 0:
         raise ParameterError(f"count must be non-negative, got {count}")
+    if isinstance(exclude, (str, bytes)) or not all(_is_int(e) for e in exclude):
+        raise ParameterError(f"exclude must be a sequence of integers, got {exclude!r}")
     step = 2 * n
     skip = set(int(e) for e in exclude)
     out: list[int] = []

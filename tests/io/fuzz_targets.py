@@ -19,15 +19,14 @@ Input format of the ``loads`` target: byte 0 holds flags, the rest is serialized
 The ``params`` target decodes arguments for ``CKKSParameters.create``, ``CKKSParameters(...)`` or
 ``CKKSParameters.preset`` from the bytes (:func:`params_call`).
 
-Known findings whose fix belongs inside ``hemx/ckks`` (issue 17, being split by role) are skipped by
-:func:`known_ckks_issue` so the targets can run without stopping on them; ``HEMX_FUZZ_STRICT=1`` reports them
-too. Each has a strict xfail case in ``tests/test_bad_input.py``.
+Known findings whose fix belongs inside ``hemx/ckks`` would be skipped by :func:`known_ckks_issue` (each with a
+strict xfail case in ``tests/test_bad_input.py``); ``HEMX_FUZZ_STRICT=1`` reports them too. The list is empty
+since issue 17 was fixed: every input runs and any exception other than a ``HemxError`` is a finding.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import sys
 import warnings
@@ -168,60 +167,18 @@ def params_call(data: bytes):
     return "preset", {"name": names[r.byte() % len(names)], **kwargs}
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def known_ckks_issue(fn: str, kwargs: dict) -> str | None:
-    """Why an input is a known, already-reported finding inside hemx/ckks (issue 17), else None."""
-    if fn == "preset":
-        v = kwargs.get("levels", 0)
-        return None if _is_int(v) and 0 <= v <= 64 else "preset(levels=<non-integer>) overrides not type-checked"
-    if fn == "create":
-        for name in ("log_n", "levels", "prime_bits", "special_bits", "primes_per_level"):
-            v = kwargs.get(name, 0)
-            if not _is_int(v):
-                return f"create({name}=<{type(v).__name__}>) not type-checked"
-        if kwargs["levels"] > 64:
-            return "create(levels) unbounded"
-        if not 2 <= kwargs["log_n"] <= 17:
-            return "create(log_n out of [2, 17]) not range-checked before the prime search"
-        for name in ("prime_bits", "special_bits"):
-            if name in kwargs and not 2 <= kwargs[name] <= 31:
-                return f"create({name} out of range) not range-checked before the prime search"
-        base = kwargs.get("base_bits", (31, 31))
-        if not isinstance(base, (tuple, list)) or not all(_is_int(b) and 2 <= b <= 31 for b in base):
-            return "create(base_bits) not validated"
-    for name in ("log_n", "dnum", "hamming_weight"):
-        v = kwargs.get(name, 1)
-        if name in kwargs and v is not None and not _is_int(v):
-            return f"{name}=<{type(v).__name__}> not type-checked"
-    for name in ("log_scale", "sigma"):
-        v = kwargs.get(name)
-        if name in kwargs and v is not None and (isinstance(v, (str, tuple)) or (isinstance(v, float) and math.isnan(v))):
-            return f"{name}={v!r} not type-checked"
-    if fn == "init":
-        for name in ("moduli", "level_sizes", "special_moduli"):
-            v = kwargs.get(name)
-            if not isinstance(v, (tuple, list)):
-                return f"{name}=<{type(v).__name__}> not type-checked"
-        if not 2 <= kwargs["log_n"] <= 17 if _is_int(kwargs["log_n"]) else True:
-            return "log_n out of range"
+    """Why an input is a known, already-reported finding inside hemx/ckks, else None.
+
+    Empty since issue 17 was fixed: the constructor, ``create`` and ``preset`` check every argument's type and
+    range before the prime search, so every params input is run and any raw exception is a finding. Add an entry
+    here (with its strict xfail case in ``tests/test_bad_input.py``) only for a new finding that cannot be fixed
+    at once.
+    """
     return None
 
 
 KNOWN_SEEN: dict[str, int] = {}  # signature of each known ckks-side finding met -> count
-
-
-def _ckks_side(exc: BaseException) -> str | None:
-    """``"Type at hemx/ckks/file.py:line"`` when the innermost hemx frame of a raw exception is in hemx/ckks."""
-    import traceback
-
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f"{os.sep}hemx{os.sep}" in f.filename]
-    if not frames or f"{os.sep}hemx{os.sep}ckks{os.sep}" not in frames[-1].filename:
-        return None
-    rel = frames[-1].filename.split(f"{os.sep}hemx{os.sep}", 1)[1]
-    return f"{type(exc).__name__} at hemx/{rel}:{frames[-1].lineno}"
 
 
 def run_params(data: bytes) -> None:
@@ -245,15 +202,7 @@ def run_params(data: bytes) -> None:
                 hemx.CKKSParameters.preset(**kwargs)
         except HemxError:
             pass
-        except Exception as e:  # noqa: BLE001 - classified below, re-raised unless known ckks-side
-            where = None if STRICT else _ckks_side(e)
-            if where is None:
-                raise
-            KNOWN_SEEN[where] = KNOWN_SEEN.get(where, 0) + 1
-            log = os.environ.get("HEMX_FUZZ_KNOWN_LOG")
-            if log and KNOWN_SEEN[where] == 1:
-                with open(log, "a") as f:
-                    f.write(f"{where}: {e}\n")
+        # any other exception propagates: a finding (raw exceptions inside hemx/ckks are no longer tolerated)
 
 
 TARGETS = {"loads": run_loads, "params": run_params}
