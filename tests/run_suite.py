@@ -1,51 +1,108 @@
-"""Run the test suite as a few pytest processes, one per group of packages, and print one closing line.
+"""Run the test suite as several pytest processes, a few at a time, and print one closing line.
 
-One process for the whole suite compiles several thousand XLA programs; on Linux each keeps memory mappings, and a
-single process running everything crashed inside XLA's compiler after about 30 minutes (a segmentation fault in
-``backend_compile_and_load``, consistent with the 65530 ``vm.max_map_count`` limit). Fresh processes per group keep
-every run well below that. Extra arguments go to every pytest (``-m "not slow"``, ``-x``, ...).
+Why several processes: one process for the whole suite compiles several thousand XLA programs; on Linux each keeps
+memory mappings, and a single process running everything crashed inside XLA's compiler after about 30 minutes (a
+segmentation fault in ``backend_compile_and_load``, consistent with the 65530 ``vm.max_map_count`` limit). Fresh
+processes per group keep every run well below that.
+
+Why a few at a time: most of the suite's time is XLA compilation, which runs on one core, so on CI's 2-core machine
+two processes at once finish the suite in a little over half the serial time (measured in the closing lines).
+``HEMX_TEST_JOBS`` sets how many run at once (default: the CPU count, at most 4). Groups start longest first (their
+``minutes`` are serial timings on the 2-core development machine), and each group's output is printed whole when it
+ends. Extra arguments go to every pytest (``-m "not slow"``, ``-x``, ...).
 
 Usage: ``python -m tests.run_suite [pytest args]`` (what ``make test`` runs).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import threading
 import time
+from typing import NamedTuple
+
+
+class Group(NamedTuple):
+    """Test paths run by one pytest process; ``minutes``: its serial time measured on the 2-core machine."""
+
+    paths: tuple[str, ...]
+    minutes: float
+
 
 GROUPS = (
-    ("tests/apps", "tests/bench"),
-    ("tests/circuits",),
-    ("tests/ckks",),
-    ("tests/cli", "tests/dataflow", "tests/io"),
-    ("tests/kernels", "tests/nt", "tests/plan", "tests/ring"),
-    ("tests/polymul", "tests/test_bad_input.py", "tests/test_compilation_cache.py", "tests/test_layers.py"),
+    Group(("tests/apps", "tests/bench"), 2.6),
+    Group(("tests/circuits/test_bootstrap.py", "tests/circuits/test_bootstrap_scales.py"), 6.2),
+    Group(("tests/circuits/test_jit.py", "tests/circuits/test_lintrans.py", "tests/circuits/test_polynomial.py",
+           "tests/circuits/test_simulator_exact.py"), 1.7),
+    Group(("tests/ckks",), 6.4),
+    Group(("tests/cli", "tests/dataflow", "tests/io"), 7.8),
+    Group(("tests/kernels", "tests/nt", "tests/plan", "tests/ring"), 5.0),
+    Group(("tests/polymul", "tests/test_bad_input.py", "tests/test_compilation_cache.py", "tests/test_layers.py"),
+          3.0),
+    Group(("tests/parallel",), 3.5),  # subprocesses with 8 simulated devices and 2 jax.distributed processes
 )
 COUNTS = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed|skipped|deselected)")
+
+
+def jobs() -> int:
+    value = os.environ.get("HEMX_TEST_JOBS", "")
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise SystemExit(f"HEMX_TEST_JOBS must be a positive integer, got {value!r}")
+        return int(value)
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def run_group(group: Group, argv: list[str]) -> tuple[int, str, float]:
+    """(return code, output, minutes) of one pytest process over ``group.paths``."""
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", *argv, *group.paths], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    return proc.returncode, proc.stdout, (time.monotonic() - start) / 60
 
 
 def main(argv: list[str]) -> int:
     totals: dict[str, int] = {}
     worst = 0
+    lock = threading.Lock()
+    pending = sorted(GROUPS, key=lambda g: -g.minutes)  # longest first: the last to start are the short ones
     start = time.monotonic()
-    for group in GROUPS:
-        print(f"== pytest {' '.join(group)}", flush=True)
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", *argv, *group], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-        sys.stdout.write(proc.stdout)
-        lines = [line for line in proc.stdout.splitlines() if line.strip()]
-        for count, word in COUNTS.findall(lines[-1] if lines else ""):
-            key = "errors" if word.startswith("error") else word
-            totals[key] = totals.get(key, 0) + int(count)
-        if proc.returncode not in (0, 5):
-            worst = proc.returncode
-            if proc.returncode < 0 or not COUNTS.search(lines[-1] if lines else ""):
-                totals["crashed"] = totals.get("crashed", 0) + 1  # killed or crashed: no summary line
+
+    def worker() -> None:
+        nonlocal worst
+        while True:
+            with lock:
+                if not pending:
+                    return
+                group = pending.pop(0)
+            code, out, minutes = run_group(group, argv)
+            lines = [line for line in out.splitlines() if line.strip()]
+            last = lines[-1] if lines else ""
+            with lock:
+                print(f"== pytest {' '.join(group.paths)}  ({minutes:.1f} min)", flush=True)
+                sys.stdout.write(out)
+                sys.stdout.flush()
+                for count, word in COUNTS.findall(last):
+                    key = "errors" if word.startswith("error") else word
+                    totals[key] = totals.get(key, 0) + int(count)
+                if code not in (0, 5):
+                    worst = code if worst == 0 else worst
+                    if code < 0 or not COUNTS.search(last):
+                        totals["crashed"] = totals.get("crashed", 0) + 1  # killed or crashed: no summary line
+
+    n = min(jobs(), len(GROUPS))
+    threads = [threading.Thread(target=worker) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     minutes = (time.monotonic() - start) / 60
     other = ", ".join(f"{totals[k]} {k}" for k in ("errors", "xfailed", "xpassed", "crashed") if totals.get(k))
-    print(f"suite: {len(GROUPS)} pytest processes in {minutes:.1f} min" + (f"; also {other}" if other else ""))
+    print(f"suite: {len(GROUPS)} pytest processes, {n} at a time, in {minutes:.1f} min"
+          + (f"; also {other}" if other else ""))
     failed = totals.get("failed", 0) + totals.get("errors", 0) + totals.get("crashed", 0)
     skipped = f", {totals['skipped']} skipped" if totals.get("skipped") else ""
     print(f"suite: {totals.get('passed', 0)} passed, {failed} failed{skipped}")

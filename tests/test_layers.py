@@ -130,12 +130,14 @@ def test_layer_check_sees_imports_inside_functions(monkeypatch):
 
 
 def test_suite_runner_covers_every_test_file():
-    """``make test`` runs tests/run_suite.py's groups: every test file must be in one of them."""
+    """``make test`` runs tests/run_suite.py's groups: every test file must be in exactly one of them."""
     import pathlib
 
     from tests.run_suite import GROUPS
 
     root = pathlib.Path(__file__).resolve().parent
-    covered = [root.parent / p for group in GROUPS for p in group]
+    covered = [root.parent / p for group in GROUPS for p in group.paths]
+    assert all(c.exists() for c in covered), [str(c) for c in covered if not c.exists()]
     for path in root.rglob("test_*.py"):
-        assert any(path == c or c in path.parents for c in covered), f"{path} is in no group of run_suite.py"
+        holders = [c for c in covered if path == c or c in path.parents]
+        assert len(holders) == 1, f"{path} is in {len(holders)} groups of run_suite.py (must be in exactly one)"
