@@ -28,6 +28,8 @@ loads (``isa()``).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import functools
 import hashlib
@@ -90,8 +92,25 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
         return result
 
 
+_DISABLED = contextvars.ContextVar("hemx_native_disabled", default=False)
+
+
+@contextlib.contextmanager
+def disabled():
+    """Within this block (this thread / task), :func:`available` is False: kernels traced here take their JAX
+    paths. A sharded context (:mod:`hemx.ckks.sharding`) traces its operations so, since the custom calls have
+    no partitioning rule."""
+    token = _DISABLED.set(True)
+    try:
+        yield
+    finally:
+        _DISABLED.reset(token)
+
+
 def reason() -> str:
     """Why the native kernels are not used ("" when they are available)."""
+    if _DISABLED.get():
+        return "disabled in this block (hemx.kernels.native.disabled(), e.g. a sharded context)"
     if _disabled_by_env():
         return f"disabled by {ENV}={os.environ.get(ENV)}"
     lib, why = _load()
@@ -352,5 +371,6 @@ def on_cpu(native_fn, jax_fn, *args):
     return jax.lax.platform_dependent(*args, cpu=native_fn, default=jax_fn)
 
 
-__all__ = ["available", "reason", "describe", "isa", "set_isa", "set_max_threads", "build_id", "library_path",
-           "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv", "on_cpu", "ISAS"]
+__all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "set_max_threads", "build_id",
+           "library_path", "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv",
+           "on_cpu", "ISAS"]
