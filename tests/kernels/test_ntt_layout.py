@@ -86,8 +86,10 @@ def test_limbs_between_batch_axes(method):
 @settings(deadline=None)
 @given(
     method=st.sampled_from(METHODS),
-    lead=st.sampled_from([[], [2], [1, 2]]),  # a few shapes, so 100 examples compile at most 36 programs
-    mid=st.sampled_from([[], [3], [2, 1]]),
+    # limb axis first or third, with none or two axes between it and N: 100 examples compile at most 16 programs
+    # (each compile is the cost here; the limb axis in the middle of a batch is pinned above, at axis 1 and -3)
+    lead=st.sampled_from([[], [1, 2]]),
+    mid=st.sampled_from([[], [2, 1]]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_any_limb_position(method, lead, mid, seed):
