@@ -226,6 +226,23 @@ def _cmd_bench_bootstrap(args) -> int:
     return 0
 
 
+def _cmd_bench_scaling(args) -> int:
+    from hemx.bench import scaling as sb
+    from hemx.bench.kernels import parse_int_list
+
+    console = _console()
+    flows = [s.strip().lower() for s in args.dataflows.split(",") if s.strip()]
+    ops = [s.strip() for s in args.ops.split(",") if s.strip()]
+    bad = [f for f in flows if f not in sb.DATAFLOWS] + [o for o in ops if o not in sb.OPS]
+    if bad:
+        raise HemxError(f"unknown dataflow(s)/op(s) {bad}; choose from {list(sb.DATAFLOWS)} / {list(sb.OPS)}")
+    results = sb.bench_scaling(parse_int_list(args.devices), dataflows=flows, ops=ops, log_n=args.log_n,
+                               levels=args.levels, dnum=args.dnum, repeats=args.repeats, console=console)
+    sb.print_report(results, console)
+    _save_and_plot(console, results, "scaling", args, {"argv": sys.argv[1:], "note": sb.TIMES_NOTE}, None)
+    return 0
+
+
 def _cmd_bench_throughput(args) -> int:
     from hemx.bench import throughput as tb
     from hemx.bench.kernels import parse_int_list
@@ -364,6 +381,17 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--threads", type=int, default=2, help="CPUs each side may use (desilofhe's thread_count)")
     bt.add_argument("--out", default="bench-results")
     bt.set_defaults(func=_cmd_bench_bootstrap, plot="")
+
+    sc = bsub.add_parser("scaling", help="collective bytes (and time) per op on 1-8 simulated devices, model beside")
+    sc.add_argument("--devices", default="1,2,4,8", help="device counts (each in its own process)")
+    sc.add_argument("--dataflows", default="mp,dc,oc")
+    sc.add_argument("--ops", default="mul,rotate", help="comma list of: mul, rotate")
+    sc.add_argument("--log-n", type=int, default=6)
+    sc.add_argument("--levels", type=int, default=3)
+    sc.add_argument("--dnum", type=int, default=2)
+    sc.add_argument("--repeats", type=int, default=3)
+    sc.add_argument("--out", default="bench-results")
+    sc.set_defaults(func=_cmd_bench_scaling, plot="")
 
     t = bsub.add_parser("throughput", help="batch-size sweep for the NTT and HE-Mult (CROSS Fig. 11b)")
     t.add_argument("--ops", default="ntt,mul", help="comma list of: ntt, mul")

@@ -33,6 +33,7 @@ from hemx.dataflow.model import (
 from hemx.dataflow.schedule import (
     DATAFLOWS, DATAFLOW_NAMES, STAGES, OpCosts, Schedule, ScheduleOptions, Task, build_schedule,
 )
+from hemx.dataflow.devices import DEVICE_DATAFLOWS, DeviceTraffic, device_traffic, device_traffic_all
 from hemx.dataflow.shape import MIB, KeySwitchShape
 
 
@@ -49,4 +50,5 @@ __all__ = [
     "POLICIES",
     "BENCHMARKS", "CiflowBenchmark", "benchmark", "PAPER_TAB2", "PAPER_TAB3", "PAPER_TAB4", "PAPER_TEXT",
     "SWEEP_GBS",
+    "DEVICE_DATAFLOWS", "DeviceTraffic", "device_traffic", "device_traffic_all",
 ]

@@ -16,6 +16,11 @@ from hemx.parallel.mesh import (
     sharding_for,
     spec_for,
 )
+from hemx.parallel.traffic import (
+    KINDS as COLLECTIVE_KINDS, Collective, TrafficSummary, by_operation, collectives, summarize,
+)
 
 __all__ = ["AXES", "BATCH", "LIMBS", "check_mesh", "make_mesh", "place", "placed_tree", "replicate",
-           "sharding_for", "spec_for"]
+           "sharding_for", "spec_for",
+           "COLLECTIVE_KINDS", "Collective", "TrafficSummary", "by_operation", "collectives",
+           "summarize"]
