@@ -43,7 +43,7 @@ from hemx.plan.variants import (
     family_candidates,
     make_variant,
     refinements,
-    static_default,
+    constrained_default,
 )
 
 MODES: tuple[str, ...] = ("measure", "off")
@@ -326,7 +326,7 @@ def plan_ntt(
     if c.complete:
         return PlanChoice(make_variant(c.method, c.reduction, n, c), "forced")
     if mode == "off":
-        default_method, default_reduction = static_default(backend)
+        default_method, default_reduction = constrained_default(backend, c)
         return PlanChoice(make_variant(c.method or default_method, c.reduction or default_reduction, n, c), "static")
     shape = timed_shape(n, moduli)
     key = cache.entry_key(shape)
@@ -346,7 +346,7 @@ def plan_ntt(
         cache.store(key, entry)
     best = _best(entry, c)
     if best is None:  # every candidate failed: fall back to the static choice, which make_plan will check
-        default_method, default_reduction = static_default(backend)
+        default_method, default_reduction = constrained_default(backend, c)
         best = make_variant(c.method or default_method, c.reduction or default_reduction, n, c)
     timings = {label: rec["seconds"] for label, rec in entry["timings"].items()
                if c.allows(NTTVariant.from_json(rec["variant"]))}

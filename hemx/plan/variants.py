@@ -164,13 +164,27 @@ def native_available() -> bool:
     return native.available()
 
 
+def _native_allowed(c: Constraints, backend: str) -> bool:
+    """The native NTT fits the constraints (no forced split, Shoup or no forced reduction) and runs here."""
+    return c.split is None and c.reduction in (None, "shoup") and backend == "cpu" and native_available()
+
+
+def constrained_default(backend: str, c: Constraints) -> tuple[str, str]:
+    """(method, reduction) of the static default under constraints ``c``: :func:`static_default`, except that
+    the native NTT gives way to :data:`STATIC_DEFAULTS` where a forced split or reduction excludes it."""
+    method, reduction = static_default(backend)
+    if method == NATIVE_METHOD and not _native_allowed(c, backend):
+        method, reduction = STATIC_DEFAULTS.get(backend, FALLBACK_DEFAULT)
+    return method, reduction
+
+
 def family_candidates(n: int, c: Constraints, backend: str) -> list[NTTVariant]:
     """Round one: one variant per allowed method, the static default first (it is always measured).
 
-    The native NTT joins last where its library is available, unless the constraints exclude it (a forced
-    split, or a forced reduction other than Shoup).
+    The native NTT is a candidate where its library is available, unless the constraints exclude it (a forced
+    split, or a forced reduction other than Shoup): first when it is the static default, else last.
     """
-    default_method, default_reduction = static_default(backend)
+    default_method, default_reduction = constrained_default(backend, c)
     reduction = c.reduction or default_reduction
     methods = [c.method] if c.method else [default_method] + [m for m in NTT_METHODS if m != default_method]
     if c.split is not None and c.method is None:  # a forced split only fits some methods
@@ -178,8 +192,7 @@ def family_candidates(n: int, c: Constraints, backend: str) -> list[NTTVariant]:
     if not methods:
         raise ParameterError(f"no NTT method accepts the split {c.split} at N = {n}")
     out = [make_variant(m, "shoup" if m == NATIVE_METHOD else reduction, n, c) for m in methods]
-    if (c.method is None and c.split is None and c.reduction in (None, "shoup") and backend == "cpu"
-            and native_available()):
+    if c.method is None and _native_allowed(c, backend) and NATIVE_METHOD not in methods:
         out.append(make_variant(NATIVE_METHOD, "shoup", n, c))
     return out
 
@@ -289,7 +302,7 @@ def check_ring_degree(n: int) -> int:
 
 
 __all__ = [
-    "NTTVariant", "Constraints", "NTT_METHODS", "ALL_METHODS", "NATIVE_METHOD", "native_available", "DATAFLOWS", "STATIC_DEFAULTS", "static_default", "default_split",
+    "NTTVariant", "Constraints", "NTT_METHODS", "ALL_METHODS", "NATIVE_METHOD", "native_available", "DATAFLOWS", "STATIC_DEFAULTS", "static_default", "constrained_default", "default_split",
     "make_variant", "family_candidates", "refinements", "split_candidates", "keyswitch_working_set",
     "memory_budget_bytes", "choose_dataflow", "check_ring_degree",
 ]

@@ -267,8 +267,16 @@ def test_planner_times_native_and_keys_the_wisdom_on_the_build(monkeypatch, tmp_
     monkeypatch.setenv("HEMX_PLAN", "measure")
     planner.clear_memo()
     fams = variants.family_candidates(64, variants.Constraints(), "cpu")
-    assert fams[-1] == variants.NTTVariant("native", "shoup") and fams[0].method == "butterfly"
-    assert variants.refinements(fams[-1], 64, variants.Constraints()) == []
+    # native is the static CPU default here, so it comes first (always measured), once; every JAX method follows
+    assert fams[0] == variants.NTTVariant("native", "shoup") and variants.static_default("cpu")[0] == "native"
+    assert [v.method for v in fams[1:]] == list(variants.NTT_METHODS)
+    assert variants.refinements(fams[0], 64, variants.Constraints()) == []
+    # a forced reduction or split excludes native: the JAX default leads and native is not a candidate
+    for c in (variants.Constraints(reduction="montgomery"), variants.Constraints(split=(8, 8))):
+        methods = [v.method for v in variants.family_candidates(64, c, "cpu")]
+        assert "native" not in methods and variants.constrained_default("cpu", c)[0] == "butterfly"
+    off = plan.plan_ntt(64, tuple(hemx.nt.ntt_primes(28, 2, 64)), planning="off", reduction="montgomery")
+    assert (off.variant.method, off.variant.reduction) == ("butterfly", "montgomery")
     n, qs = 64, tuple(hemx.nt.ntt_primes(28, 2, 64))
     choice = plan.plan_ntt(n, qs, budget_s=60, repeats=1)
     assert "native / shoup" in choice.timings
