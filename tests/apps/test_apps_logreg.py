@@ -260,7 +260,7 @@ def encrypted_setup():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         params = spec.recommended_parameters(log_n=SMALL_LOG_N, allow_insecure=True)
-    ctx = hemx.Context(params, slots=spec.slots, ntt="mat3", sampler=Sampler.insecure_for_tests(7))
+    ctx = hemx.Context(params, slots=spec.slots, sampler=Sampler.insecure_for_tests(7))
     keys = ctx.keygen(rotations=spec.rotation_steps)
     ct_data = ctx.encrypt(logreg.pack_training(data.x_train, data.y_train, spec), keys.public)
     return data, spec, ctx, keys, ct_data

@@ -96,7 +96,7 @@ def test_bound_for_weights():
 @functools.lru_cache(maxsize=None)
 def boot12():
     params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
-    ctx = hemx.Context(params, ntt="mat3", sampler=Sampler.insecure_for_tests(5))
+    ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(5))
     keys = ctx.keygen(bootstrap=True)  # uniform main secret: rotations, conjugation and encapsulation keys
     return ctx, ctx.bootstrapper(), keys
 
@@ -197,7 +197,7 @@ def test_context_front_sparse_slots_and_bootstrap_keys():
     """ctx.keygen(bootstrap=True) + ctx.bootstrap on a sparse context (64 slots): the transforms run on all N/2
     slots (the sparse values repeat there), keys for their rotations come as raw Galois elements."""
     params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
-    ctx = hemx.Context(params, ntt="mat3", slots=64, sampler=Sampler.insecure_for_tests(6))
+    ctx = hemx.Context(params, slots=64, sampler=Sampler.insecure_for_tests(6))
     keys = ctx.keygen(rotations=[1], bootstrap=True)
     assert set(ctx.bootstrapper().galois_elements) <= set(keys.galois)
     x = np.random.default_rng(12).uniform(-1, 1, 64)

@@ -215,7 +215,7 @@ def test_seeded_contexts_reproduce_keys_and_ciphertexts():
     params = small_params(MAIN_LOG_N, MAIN_LEVELS)
     out = []
     for _ in range(2):
-        ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(1234), ntt="mat3")
+        ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(1234))
         keys = ctx.keygen()
         ct = ctx.encrypt(np.linspace(-1, 1, 16), keys)
         out.append((keys.secret.coeffs, np.asarray(keys.public.data), np.asarray(keys.relin.data),

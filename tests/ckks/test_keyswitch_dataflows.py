@@ -21,8 +21,8 @@ FLOWS = ("mp", "dc", "oc")
 
 
 def _context(params, seed):
-    # the NTT method does not matter here (all are exact); mat3 compiles fastest on CPU
-    ctx = hemx.Context(params, ntt="mat3", sampler=Sampler.insecure_for_tests(seed))
+    # the NTT method does not matter here (all are exact); the static default (native where built) compiles fastest
+    ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(seed))
     return ctx, ctx.keygen(rotations=[1, -2])
 
 
@@ -133,7 +133,7 @@ def test_context_default_dataflow_and_bad_name(monkeypatch):
     for forced in FLOWS:
         assert hemx.Context(params, keyswitch=forced, ntt="mat3").keyswitch == forced
     monkeypatch.undo()
-    ctx = hemx.Context(params, keyswitch="oc", ntt="mat3", sampler=Sampler.insecure_for_tests(1))
+    ctx = hemx.Context(params, keyswitch="oc", sampler=Sampler.insecure_for_tests(1))
     assert ctx.keyswitch == "oc"
     keys = ctx.keygen(rotations=[1])
     x = np.linspace(-1, 1, ctx.slots)

@@ -290,7 +290,7 @@ def test_secret_key_only_through_its_own_functions(tmp_path):
 
 def test_secret_key_with_wrong_hamming_weight_is_rejected():
     params = small_params(LOG_N, LEVELS, hamming_weight=8)
-    ctx = hemx.Context(params, ntt="mat3", sampler=hemx.ckks.Sampler.insecure_for_tests(3))
+    ctx = hemx.Context(params, sampler=hemx.ckks.Sampler.insecure_for_tests(3))
     keys = ctx.keygen(relin=False)
     env = container.decode(hio.dumps_secret_key(keys.secret, ctx))
     stored = np.ones((1, params.n), dtype=np.uint32)  # all zero coefficients
