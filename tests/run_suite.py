@@ -38,7 +38,8 @@ GROUPS = (
     Group(("tests/circuits/test_jit.py", "tests/circuits/test_lintrans.py", "tests/circuits/test_polynomial.py",
            "tests/circuits/test_simulator_exact.py"), 1.7),
     Group(("tests/ckks",), 6.4),
-    Group(("tests/cli", "tests/dataflow", "tests/io"), 7.8),
+    Group(("tests/cli", "tests/dataflow", "tests/io/test_io.py", "tests/io/test_service.py"), 7.0),
+    Group(("tests/io/test_fuzz.py",), 2.3),  # two fuzz targets for 60 s each (one core)
     Group(("tests/kernels", "tests/nt", "tests/plan", "tests/ring"), 5.0),
     Group(("tests/polymul", "tests/test_bad_input.py", "tests/test_compilation_cache.py", "tests/test_layers.py"),
           3.0),

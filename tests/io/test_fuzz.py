@@ -1,7 +1,7 @@
 """The fuzz targets of tests/io/fuzz_targets.py, briefly in the suite (issue 17).
 
 atheris is part of the pinned test set-up (requirements.lock; ``pip install -e .[fuzz]`` elsewhere). Each target
-runs for ``HEMX_FUZZ_SECONDS`` (default 5) in a subprocess, starting from the committed corpus (tests/fuzz_corpus/)
+runs for ``HEMX_FUZZ_SECONDS`` (default 60, as issue 17 asks of CI) in a subprocess, starting from the committed corpus (tests/fuzz_corpus/)
 copied to a scratch folder; any input that ends in a non-hemx exception, a timeout or an out-of-memory report fails
 the test and is printed. The committed corpus and the regression inputs below are also replayed in-process.
 ``make fuzz`` runs the same targets for FUZZ_SECONDS (60).
@@ -20,7 +20,7 @@ from tests.io import fuzz_targets
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
-SECONDS = int(os.environ.get("HEMX_FUZZ_SECONDS", "5"))
+SECONDS = int(os.environ.get("HEMX_FUZZ_SECONDS", "60"))  # tests/run_suite.py runs this file in its own process
 
 # Inputs that once stopped a target (every one raised a non-hemx exception); they must now end in a HemxError or
 # be classified as a known ckks-side finding (issue 17, see tests/test_bad_input.py).
