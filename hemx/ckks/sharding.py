@@ -47,21 +47,20 @@ class ShardedTableCache(TableCache):
         super().__init__(params, reduction=reduction)
         self.mesh = mesh
 
-    def level(self, level: int):
-        fresh = level not in self._levels
-        tables = super().level(level)
+    def _replicated(self, cache: dict, key, build):
+        """``build(key)`` (which fills ``cache[key]`` on first use), replicated over the mesh once, when built."""
+        fresh = key not in cache
+        out = build(key)
         if fresh:
             with jax.ensure_compile_time_eval():
-                tables = self._levels[level] = parallel.replicate(tables, self.mesh)
-        return tables
+                out = cache[key] = parallel.replicate(out, self.mesh)
+        return out
+
+    def level(self, level: int):
+        return self._replicated(self._levels, level, super().level)
 
     def index_map(self, g: int):
-        fresh = g not in self._maps
-        out = super().index_map(g)
-        if fresh:
-            with jax.ensure_compile_time_eval():
-                out = self._maps[g] = parallel.replicate(out, self.mesh)
-        return out
+        return self._replicated(self._maps, g, super().index_map)
 
 
 def _jax_kernels(method):
