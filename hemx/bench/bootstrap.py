@@ -4,7 +4,9 @@ Each library runs in its own process (``python -m hemx.bench.bootstrap --worker 
 the other, so that both key sets never share the memory of a small machine; each worker prints one JSON line.
 For every side: key generation time, key count and bytes, the first bootstrap (compilation included for hemx),
 the median of ``repeats`` bootstraps, the worst and mean precision in bits against the encrypted values
-(uniform in [-1, 1], ``-log2 |got - want|`` computed here), and the level left for the user.
+(uniform in [-1, 1], ``-log2 |got - want|`` computed here), and the level left for the user. hemx runs once per
+slot count asked for (full ``N/2`` slots, and sparse ones such as 2^10: ``Context(params, slots=...)``);
+desilofhe's CPU engine bootstraps full slots only. :func:`plot` draws latency and precision side by side.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def _bits(want, got) -> tuple[float, float]:
     return float(bits.min()), float(bits.mean())
 
 
-def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int) -> dict:
+def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: int | None = None) -> dict:
     import jax
 
     from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
@@ -38,7 +40,7 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         params = CKKSParameters.preset(preset, allow_insecure=True)
-    ctx = Context(params)
+    ctx = Context(params, slots=slots)
     start = time.perf_counter()
     bt = ctx.bootstrapper()
     prepare_s = time.perf_counter() - start
@@ -51,13 +53,14 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, ctx.slots)
     ct = ctx.drop_level(ctx.encrypt(x, keys), 0)
+    evk = keys.evaluation_keys()
     start = time.perf_counter()
-    out = jax.block_until_ready(bt.bootstrap(ct, keys, iterations=iterations))
+    out = jax.block_until_ready(bt.bootstrap(ct, evk, iterations=iterations))
     first_s = time.perf_counter() - start
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        out = jax.block_until_ready(bt.bootstrap(ct, keys, iterations=iterations))
+        out = jax.block_until_ready(bt.bootstrap(ct, evk, iterations=iterations))
         times.append(time.perf_counter() - start)
     min_bits, mean_bits = _bits(x, ctx.decrypt(out, keys))
     return {"side": "hemx", "params": params.describe(), "n": params.n, "slots": ctx.slots,
@@ -65,7 +68,8 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int) -> dict:
             "prepare_s": prepare_s, "keygen_s": keygen_s, "keys": len(switching), "key_bytes": key_bytes,
             "first_s": first_s, "median_s": statistics.median(times), "min_s": min(times),
             "min_bits": min_bits, "mean_bits": mean_bits, "level_after": out.level,
-            "max_level": params.max_level, "bootstrap": repr(bt)}
+            "max_level": params.max_level, "bootstrap": repr(bt), "message_ratio": bt.message_ratio,
+            "evalmod_scale_bits": float(np.log2(bt.evalmod_scale))}
 
 
 def _desilo_worker(repeats: int, threads: int, seed: int) -> dict:
@@ -98,11 +102,15 @@ def _desilo_worker(repeats: int, threads: int, seed: int) -> dict:
 
 
 def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: int, seed: int = 1,
-             timeout_s: float = 3600.0) -> dict:
-    """One side in a fresh process limited to ``threads`` CPUs; its JSON result (or ``{"error": ...}``)."""
+             slots: int | None = None, timeout_s: float = 3600.0) -> dict:
+    """One side in a fresh process limited to ``threads`` CPUs; its JSON result (or ``{"error": ...}``).
+
+    ``slots``: hemx's slot count (None: full ``N/2``)."""
     cmd = [sys.executable, "-m", "hemx.bench.bootstrap", "--worker", side, "--preset", preset,
            "--repeats", str(repeats), "--iterations", str(iterations), "--threads", str(threads),
            "--seed", str(seed)]
+    if slots is not None:
+        cmd += ["--slots", str(int(slots))]
     env = dict(os.environ)
     try:
         cpus = sorted(os.sched_getaffinity(0))[:threads]
@@ -117,16 +125,48 @@ def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: 
 
 
 def bench_bootstrap(*, preset: str = "boot_16", sides=SIDES, repeats: int = 3, iterations: int = 1,
-                    threads: int = 2, console=None) -> list[BenchResult]:
+                    threads: int = 2, slots=(None,), console=None) -> list[BenchResult]:
+    """Each side (hemx once per entry of ``slots``, None meaning full slots) in its own process, in turn."""
     results = []
-    for side in sides:
+    runs = [(side, s) for side in sides for s in (slots if side == "hemx" else (None,))]
+    for i, (side, s) in enumerate(runs, 1):
         if console is not None:
-            console.print(f"[dim]{side}: key generation and bootstraps in a separate process...[/]")
-        row = run_side(side, preset=preset, repeats=repeats, iterations=iterations, threads=threads)
+            what = "full slots" if s is None else f"{s} slots"
+            console.print(f"[dim]({i}/{len(runs)}) {side}, {what}: key generation and bootstraps in a separate "
+                          "process...[/]")
+        row = run_side(side, preset=preset, repeats=repeats, iterations=iterations, threads=threads, slots=s)
         results.append(BenchResult("bootstrap", side, {"preset": preset if side == "hemx" else "default",
-                                                        "threads": threads},
+                                                        "threads": threads, "slots": row.get("slots", s)},
                                    row.get("median_s"), row.get("min_s"), extra=row))
     return results
+
+
+def plot(results: list[BenchResult], path: str) -> str:
+    """Median latency and worst / mean precision per library and slot count (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in results if "error" not in r.extra and r.extra.get("median_s") is not None]
+    labels = [f"{r.name}\n{r.extra.get('slots')} slots" for r in ok]
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(10, 4))
+    xs = np.arange(len(ok))
+    ax_t.bar(xs, [r.extra["median_s"] for r in ok], color="tab:blue")
+    ax_t.set_xticks(xs, labels)
+    ax_t.set_ylabel("median bootstrap latency (s)")
+    ax_t.set_title("latency")
+    width = 0.38
+    ax_b.bar(xs - width / 2, [r.extra["min_bits"] for r in ok], width, label="worst slot")
+    ax_b.bar(xs + width / 2, [r.extra["mean_bits"] for r in ok], width, label="mean")
+    ax_b.set_xticks(xs, labels)
+    ax_b.set_ylabel("precision (bits)")
+    ax_b.set_title("precision")
+    ax_b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def print_report(results: list[BenchResult], console) -> None:
@@ -153,9 +193,10 @@ def _main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--slots", type=int, default=None)
     a = ap.parse_args(argv)
     if a.worker == "hemx":
-        row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed)
+        row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots)
     else:
         row = _desilo_worker(a.repeats, a.threads, a.seed)
     print(json.dumps(row))
@@ -166,4 +207,4 @@ if __name__ == "__main__":
     sys.exit(_main())
 
 
-__all__ = ["bench_bootstrap", "run_side", "print_report", "SIDES"]
+__all__ = ["bench_bootstrap", "run_side", "print_report", "plot", "SIDES"]

@@ -124,7 +124,7 @@ class Context:
         self.ring = RNSRing(params.n, self.basis, **variant.ring_kwargs())
         self.plan = self.ring.plan
         self.tables = TableCache(params, reduction=self.reduction)  # per-level tables, built on first use
-        self._bootstrapper = None  # built by bootstrapper() / keygen(bootstrap=True)
+        self._bootstrapper = None  # {message_ratio: Bootstrapper}, built by bootstrapper() / keygen(bootstrap=True)
         self.mesh = None  # one device; hemx.ckks.sharding.ShardedContext sets its mesh
         if mesh is not None and not hasattr(self, "place"):
             raise ParameterError("mesh= is handled by hemx.Context (hemx.ckks.sharding.ShardedContext)")
@@ -279,27 +279,38 @@ class Context:
         return ct.replace(data=data)
 
     # -------------------------------------------------------------------------------------------- bootstrapping
-    def bootstrapper(self):
-        """The bootstrapping circuit of this context (built once, outside any trace; needs ``hemx.circuits``)."""
+    def bootstrapper(self, *, message_ratio: int | None = None):
+        """The bootstrapping circuit of this context (built once per option, outside any trace; needs
+        ``hemx.circuits``). ``message_ratio``: ``log2(q0 / scale)`` EvalMod works at (None: the default for
+        this ring; see :class:`hemx.circuits.bootstrap.Bootstrapper` and ``docs/bootstrap.md``)."""
+        if _BOOTSTRAPPER_FACTORY is None:
+            raise ParameterError("bootstrapping is provided by hemx.circuits: import hemx (or hemx.circuits) first")
         if self._bootstrapper is None:
-            if _BOOTSTRAPPER_FACTORY is None:
-                raise ParameterError("bootstrapping is provided by hemx.circuits.bootstrap: import hemx (or "
-                                     "hemx.circuits) first")
+            self._bootstrapper = {}
+        key = message_ratio
+        if key not in self._bootstrapper:
             with jax.ensure_compile_time_eval():
-                self._bootstrapper = _BOOTSTRAPPER_FACTORY(self)
-        return self._bootstrapper
+                built = _BOOTSTRAPPER_FACTORY(self, message_ratio=message_ratio)
+            if message_ratio is not None and None in self._bootstrapper \
+                    and built.message_ratio == self._bootstrapper[None].message_ratio:
+                built = self._bootstrapper[None]  # the default, asked for by its value
+            self._bootstrapper[key] = built
+        return self._bootstrapper[key]
 
-    def bootstrap(self, ct: Ciphertext, keys, *, iterations: int = 1) -> Ciphertext:
+    def bootstrap(self, ct: Ciphertext, keys, *, iterations: int = 1, message_ratio: int | None = None
+                  ) -> Ciphertext:
         """A ciphertext at the post-bootstrap level with the same slot values (in [-1, 1]; any level, batch).
 
         Needs the keys of ``keygen(bootstrap=True)`` (:class:`~hemx.errors.MissingKeyError` otherwise) and
         parameters with room for it (the ``boot_*`` presets). ``iterations=2``: META-BTS, about 16 more bits.
-        See ``docs/bootstrap.md``.
+        ``message_ratio``: ``log2(q0 / scale)`` EvalMod works at; the default suits spread-out values (uniform
+        random slots), a larger one values with large low-frequency content (e.g. a constant vector). See
+        ``docs/bootstrap.md``.
         """
         self._check_ct(ct)
         if isinstance(keys, KeySet):
             keys = keys.evaluation_keys()
-        return self.bootstrapper().bootstrap(ct, keys, iterations=iterations)
+        return self.bootstrapper(message_ratio=message_ratio).bootstrap(ct, keys, iterations=iterations)
 
     # -------------------------------------------------------------------------------------------- encoding
     def encode(self, values, *, level: int | None = None, scale: float | None = None,

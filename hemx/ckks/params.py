@@ -177,6 +177,7 @@ class CKKSParameters:
         levels: int,
         primes_per_level: int = 2,
         prime_bits: int = 28,
+        level_bits: Sequence[int] | None = None,
         base_bits: Sequence[int] = (31, 31),
         special_bits: int = 31,
         dnum: int = 3,
@@ -193,10 +194,13 @@ class CKKSParameters:
             levels: number of rescales (levels above the base).
             primes_per_level: 1 or 2 (double rescaling).
             prime_bits: bits of the level primes (up to 31).
+            level_bits: bits of the primes of each level, level 1 (just above the base) first, ``levels`` entries;
+                overrides ``prime_bits`` (e.g. larger primes for the levels a bootstrap's EvalMod runs at).
             base_bits: bits of each base prime; the base must exceed the scale times the message magnitude.
             special_bits: bits of the special primes (alpha of them, alpha = ceil(L / dnum)).
             dnum: key-switching digits.
-            log_scale: default ``prime_bits * primes_per_level`` (the rescale divisor, so scales stay put).
+            log_scale: default ``prime_bits * primes_per_level`` (the rescale divisor, so scales stay put); with
+                ``level_bits``, level 1's bits times ``primes_per_level``.
         """
         # every argument is checked before the prime search (cheap, and no raw TypeError from deep inside)
         log_n = check_int("log_n", log_n, 2, MAX_LOG_N)
@@ -205,6 +209,15 @@ class CKKSParameters:
         primes_per_level = int(primes_per_level)
         levels = check_int("levels", levels, 0, None, hint="; levels is the number of rescales (non-negative)")
         prime_bits = check_int("prime_bits", prime_bits, 2, 31, hint=" (hemx words hold primes below 2^31)")
+        if level_bits is None:
+            level_bits = (prime_bits,) * levels
+        else:
+            level_bits = int_sequence("level_bits", level_bits, lo=2, hi=31)
+            if len(level_bits) != levels:
+                raise ParameterError(f"level_bits names {len(level_bits)} levels, but levels={levels}: give one bit "
+                                     "size per level, level 1 first")
+            if levels:
+                prime_bits = level_bits[0]
         special_bits = check_int("special_bits", special_bits, 2, 31, hint=" (hemx words hold primes below 2^31)")
         base_bits = int_sequence("base_bits", base_bits, lo=2, hi=31)
         if not base_bits:
@@ -234,7 +247,7 @@ class CKKSParameters:
         alpha = -(-num_limbs // dnum)
         if not allow_insecure:
             # refuse before the prime search what cannot pass the 128-bit check (every prime has > bits - 1 bits)
-            low = (sum(b - 1 for b in base_bits) + levels * primes_per_level * (prime_bits - 1)
+            low = (sum(b - 1 for b in base_bits) + sum(primes_per_level * (b - 1) for b in level_bits)
                    + alpha * (special_bits - 1))
             bound = max_log_qp(n)
             if bound is None or low > bound or hamming_weight is not None:
@@ -250,7 +263,9 @@ class CKKSParameters:
         base: list[int] = []
         for b in base_bits:
             base += take(b, 1)
-        chain = take(prime_bits, levels * primes_per_level)
+        pools = {bits: iter(take(bits, primes_per_level * level_bits.count(bits)))  # one search per size
+                 for bits in dict.fromkeys(level_bits)}
+        chain = [next(pools[bits]) for bits in level_bits for _ in range(primes_per_level)]
         return cls(
             log_n=log_n,
             moduli=tuple(base + chain),
@@ -281,8 +296,8 @@ class CKKSParameters:
         return cls.create(name=key, allow_insecure=allow_insecure, **kwargs)
 
 
-_CREATE_ARGS = frozenset({"log_n", "levels", "primes_per_level", "prime_bits", "base_bits", "special_bits", "dnum",
-                          "log_scale", "hamming_weight", "sigma"})
+_CREATE_ARGS = frozenset({"log_n", "levels", "primes_per_level", "prime_bits", "level_bits", "base_bits",
+                          "special_bits", "dnum", "log_scale", "hamming_weight", "sigma"})
 
 # Presets. CROSS Tab. IV fixes N, the number of 28-bit limbs and dnum = 3; hemx lays those limbs out as a base
 # of two 31-bit primes (three 28-bit ones for C and D) plus levels of two 28-bit primes. Counting the special
@@ -290,6 +305,13 @@ _CREATE_ARGS = frozenset({"log_n", "levels", "primes_per_level", "prime_bits", "
 # allow_insecure=True. WarpDrive's HE-operation set E (its Tab. VI: N = 2^16, l = 34, one special prime,
 # log qp = 974) and TensorFHE's default set (its Tab. V: N = 2^16, L = 44, K = 1, logPQ = 1306) use a single
 # special prime, i.e. dnum = L. The "secure_*" sets are hemx's own 128-bit choices.
+def _boot_level_bits(user_levels: int) -> tuple[int, ...]:
+    """Prime bits per level of the boot_* presets, level 1 first: the user's levels at 28 bits, SlotsToCoeffs' 3
+    at 26 (its rescale noise and constants' rounding land on the output unamplified: 2^52 is plenty), EvalMod's 8
+    at 30, the scaling level and CoeffsToSlots' 3 at 28."""
+    return (28,) * user_levels + (26,) * 3 + (30,) * 8 + (28,) * 4
+
+
 PRESETS: dict[str, dict] = {
     "set_a": dict(log_n=12, levels=1, base_bits=(31, 31), dnum=3),  # 4 limbs
     "set_b": dict(log_n=13, levels=3, base_bits=(31, 31), dnum=3),  # 8 limbs
@@ -303,11 +325,16 @@ PRESETS: dict[str, dict] = {
     "secure_16": dict(log_n=16, levels=23, base_bits=(31, 31), dnum=4),  # log QP ~ 1715
     # Bootstrapping (hemx.circuits.bootstrap): a base q0 ~ 2^70 (three primes of 30, ~20, ~20 bits) about 2^14 times
     # the scale, 15 levels for the bootstrap (CoeffsToSlots 3, scaling 1, EvalMod 8, SlotsToCoeffs 3) and the rest
-    # for the user: 3 at N = 2^12 / 2^13, 10 at N = 2^16. The main secret is uniform ternary; ModRaise runs under an
-    # ephemeral sparse secret (32 non-zeros, keygen(bootstrap=True) makes the switching keys), so its overflow
-    # stays small (K = 11). boot_16 is 128-bit under the HE standard (log QP ~1741 <= 1772 for N = 2^16, special
-    # primes counted); boot_12 / boot_13 are test-size rings with the same structure (allow_insecure=True).
-    "boot_12": dict(log_n=12, levels=18, base_bits=(30, 20, 20), dnum=3),
-    "boot_13": dict(log_n=13, levels=18, base_bits=(30, 20, 20), dnum=3),
-    "boot_16": dict(log_n=16, levels=25, base_bits=(30, 21, 20), dnum=6),
+    # for the user: 3 at N = 2^12 / 2^13, 10 at N = 2^16. Levels hold two 28-bit primes (scale 2^56), except
+    # EvalMod's 8, which hold two 30-bit primes (EvalMod runs at the scale 2^60 of its levels: the CKKS noise at its
+    # input, amplified by (K + 1) q0 / scale and sqrt(N), is 16x smaller, 4 bits of precision), and
+    # SlotsToCoeffs' 3, which hold two 26-bit ones (see _boot_level_bits). The main secret is uniform ternary;
+    # ModRaise runs under an ephemeral sparse secret (32 non-zeros, keygen(bootstrap=True) makes the switching
+    # keys), so its overflow stays small (K = 11). boot_16 is 128-bit under the HE standard (log QP ~1765 <= 1772
+    # for N = 2^16, special primes counted; its 279-bit P is 2^9 above its largest digit, so key switching adds
+    # far less noise than a rescale); boot_12 / boot_13 are test-size rings with the same structure
+    # (allow_insecure=True).
+    "boot_12": dict(log_n=12, levels=18, base_bits=(30, 20, 20), dnum=3, level_bits=_boot_level_bits(3)),
+    "boot_13": dict(log_n=13, levels=18, base_bits=(30, 20, 20), dnum=3, level_bits=_boot_level_bits(3)),
+    "boot_16": dict(log_n=16, levels=25, base_bits=(30, 21, 20), dnum=6, level_bits=_boot_level_bits(10)),
 }

@@ -329,3 +329,23 @@ def test_digits_examples():
     p = small_params(10, 2, dnum=3, base_bits=(31, 31, 31))  # 7 limbs
     assert p.digits() == ((0, 3), (3, 5), (5, 7))
     assert len(p.special_moduli) == 3
+
+
+def test_level_bits_lay_out_prime_sizes_level_by_level():
+    """level_bits gives each level its own prime size (level 1 first); the default scale is level 1's."""
+    bits = (20, 20, 24, 24, 20)
+    p = hemx.CKKSParameters.create(10, levels=5, level_bits=bits, base_bits=(31, 31), allow_insecure=True)
+    assert p.log_scale == 40
+    per_level = [[math.ceil(math.log2(q)) for q in p.moduli[2 + 2 * i: 4 + 2 * i]] for i in range(5)]
+    assert per_level == [[b, b] for b in bits]
+    assert len(set(p.moduli + p.special_moduli)) == len(p.moduli) + len(p.special_moduli)
+    same = hemx.CKKSParameters.create(10, levels=5, prime_bits=20, base_bits=(31, 31), allow_insecure=True)
+    assert same.moduli == hemx.CKKSParameters.create(10, levels=5, level_bits=(20,) * 5, base_bits=(31, 31),
+                                                     allow_insecure=True).moduli
+    with pytest.raises(ParameterError, match="level_bits"):
+        hemx.CKKSParameters.create(10, levels=5, level_bits=(20,) * 4, allow_insecure=True)
+    for bad in ((20, 20, 20, 20, 32), (20, 20, 20, 20, 1), "20", 20, (20.5,) * 5):
+        with pytest.raises(ParameterError, match="level_bits"):
+            hemx.CKKSParameters.create(10, levels=5, level_bits=bad, allow_insecure=True)
+    with pytest.raises(SecurityError):  # the fast pre-check counts every level's own bits
+        hemx.CKKSParameters.create(16, levels=25, level_bits=(31,) * 25, base_bits=(31, 31, 31), dnum=3)

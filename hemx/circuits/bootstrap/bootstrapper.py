@@ -52,6 +52,20 @@ from hemx.ring import RNSRing
 DEFAULT_CTS_LEVELS = 3
 DEFAULT_STC_LEVELS = 3
 EPHEMERAL_WEIGHT = 32  # non-zeros of the sparse secret ModRaise runs under (Lattigo and OpenFHE use 32)
+MESSAGE_RATIO_BITS_AT_2_16 = 8  # log2(q0 / D) EvalMod sees at N = 2^16 (Lattigo's default LogMessageRatio)
+
+
+def default_message_ratio(log_n: int) -> int:
+    """The default ``log2(q0 / D)`` EvalMod works at: 8 at N = 2^16, one bit more per halving of N.
+
+    The bootstrap's error has two parts that move in opposite directions with the ratio ``R = q0 / D``:
+    - CKKS noise at EvalMod's input, amplified by ``(K + 1) R`` and by ``sqrt(N)`` when SlotsToCoeffs turns
+      coefficient errors into slot errors: it grows with ``R`` and with ``N``;
+    - the sine's cubic term, ``(2 pi)^2 / 6 * c^3 / R^2`` on a coefficient ``c`` of the message: it shrinks with
+      ``R``. For uniform slot values the coefficients are ``~ 1 / sqrt(3N)``, smaller at larger ``N``.
+    Balancing the two gives a smaller ratio at larger rings (Lattigo shifts its default the same way).
+    """
+    return MESSAGE_RATIO_BITS_AT_2_16 + max(0, 16 - int(log_n))
 META_BTS_BITS = 16  # error amplification of the second iteration (first-pass errors are ~2^-20)
 
 
@@ -85,6 +99,13 @@ class Bootstrapper:
             and ModRaise runs under s').
         double_angle: double-angle steps of EvalMod; default: the choice of least depth, then least degree.
         cts_levels, stc_levels: levels (FFT factors) of CoeffsToSlots and SlotsToCoeffs.
+        message_ratio: ``r``, the ratio ``R = q0 / D`` at which EvalMod sees the message, in bits (default
+            :func:`default_message_ratio`: 8 at N = 2^16). The input is multiplied by the integer
+            ``2^(floor(log2(q0 / D)) - r)`` at level 0 (exact, no level used) and SlotsToCoeffs divides it out, so
+            ``R`` lies in ``[2^r, 2^(r + 1))`` (``q0 / D`` is not a power of two). A smaller ratio amplifies CKKS noise less (more bits for spread-out values such as uniform
+            random slots); a larger one shrinks the sine's cubic error ``(2 pi)^2 / 6 * c^3 / R^2`` on large
+            message coefficients ``c`` (a constant vector of ones has ``c = 1``: about ``2^-13`` relative at
+            ``R = 2^8``, ``2^-25`` at ``2^14``). At most the parameters' own ``log2(q0 / D)``.
 
     Attributes:
         rotations: rotation steps over N/2 slots that :meth:`bootstrap` needs (plus the conjugation key);
@@ -94,7 +115,8 @@ class Bootstrapper:
     """
 
     def __init__(self, ctx: Context, *, k: int | None = None, double_angle: int | None = None,
-                 cts_levels: int = DEFAULT_CTS_LEVELS, stc_levels: int = DEFAULT_STC_LEVELS):
+                 cts_levels: int = DEFAULT_CTS_LEVELS, stc_levels: int = DEFAULT_STC_LEVELS,
+                 message_ratio: int | None = None):
         if not isinstance(ctx, Context):
             raise ParameterError(f"expected a hemx.Context, got {type(ctx).__name__}")
         p = ctx.params
@@ -122,6 +144,16 @@ class Bootstrapper:
                 f"{self.evalmod.depth}, SlotsToCoeffs {stc_levels}); the parameters have {p.max_level}: use a "
                 "boot_* preset or more levels")
         self.design_scale = float(p.scale)  # the scale D the SlotsToCoeffs constant assumes
+        natural = int(math.floor(math.log2(self.q0 / self.design_scale)))
+        if message_ratio is None:
+            message_ratio = min(default_message_ratio(p.log_n), natural)
+        elif isinstance(message_ratio, bool) or not isinstance(message_ratio, (int, np.integer)) \
+                or not 1 <= message_ratio <= natural:
+            raise ParameterError(f"message_ratio must be an integer in [1, {natural}] (log2(q0 / scale) of these "
+                                 f"parameters), got {message_ratio!r}")
+        self.message_ratio = int(message_ratio)
+        #: the input is multiplied by 2^premultiply at level 0 (an exact integer product)
+        self.premultiply = natural - self.message_ratio
         top = p.max_level
         norm_level = top - self.plan.cts_levels  # level of the product by 2^P
         divisor = ctx.rescale_divisor(norm_level)
@@ -140,7 +172,7 @@ class Bootstrapper:
         self.cts = [LinearTransform(full, f, level=top - i) for i, f in enumerate(cts)]
         # SlotsToCoeffs: F in stc_levels factors, q0 / (2 pi D) folded into the last one applied
         stc = dft.grouped_factors(self.slots, self.plan.stc_levels, inverse=False)
-        stc[-1] = dft.scaled(stc[-1], self.q0 / (2.0 * math.pi * self.design_scale))
+        stc[-1] = dft.scaled(stc[-1], self.q0 / (2.0 * math.pi * self.design_scale * 2.0 ** self.premultiply))
         stc_top = self.plan.output_level + self.plan.stc_levels
         # EvalMod's output scale is fixed by the parameters (its input is at exactly evalmod_scale): the slot
         # simulator's exact bookkeeping gives it, and the last factor's plaintexts land the result on D
@@ -259,6 +291,8 @@ class Bootstrapper:
     def _once(self, ev, ct: Ciphertext) -> Ciphertext:
         ctx, keys = self.ctx, ev.keys
         in_scale = ct.scale
+        if self.premultiply:  # the message to 2^-message_ratio of q0: an integer product, exact, no level
+            ct = ctx.mul(ct, float(2 ** self.premultiply), plain_scale=1.0)
         if self.encapsulation_weight is not None:  # to the ephemeral sparse secret, at level 0 (cheap)
             ct = ctx.switch_key(ct, keys.switching_key("to_sparse", "bootstrapping"))
         x = self.mod_raise(ct)
