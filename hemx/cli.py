@@ -82,6 +82,10 @@ def _cmd_demo(args) -> int:
         options["num_images"] = args.images
     if args.workload == "logreg" and args.iterations is not None:
         options["iterations"] = args.iterations
+    if args.workload == "logreg" and (args.bootstrap or args.secure):
+        options["bootstrap"] = True
+    if args.workload == "logreg" and args.secure:
+        options["secure"] = True
     if args.workload == "cnn" and args.no_warm_up:
         options["warm_up"] = False
     return demo.main(args.workload, as_json=args.json, **options)
@@ -219,10 +223,19 @@ def _cmd_bench_bootstrap(args) -> int:
     unknown = [s for s in sides if s not in bb.SIDES]
     if unknown:
         raise HemxError(f"unknown side(s) {unknown}; choose from {list(bb.SIDES)}")
+    slots = []
+    for item in (s.strip().lower() for s in args.slots.split(",") if s.strip()):
+        if item == "full":
+            slots.append(None)
+        elif item.isdigit() and int(item) >= 1 and int(item) & (int(item) - 1) == 0:
+            slots.append(int(item))
+        else:
+            raise HemxError(f"--slots takes 'full' and powers of two, got {item!r}")
     results = bb.bench_bootstrap(preset=args.preset, sides=sides, repeats=args.repeats,
-                                 iterations=args.iterations, threads=args.threads, console=console)
+                                 iterations=args.iterations, threads=args.threads, slots=tuple(slots) or (None,),
+                                 console=console)
     bb.print_report(results, console)
-    _save_and_plot(console, results, "bootstrap", args, {"argv": sys.argv[1:], "sides": sides}, None)
+    _save_and_plot(console, results, "bootstrap", args, {"argv": sys.argv[1:], "sides": sides}, bb.plot)
     return 0
 
 
@@ -323,7 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workload", default="cnn", choices=["cnn", "logreg", "kernels"],
                       help="cnn: digits CNN inference; logreg: HELR training + scoring; kernels: exact-kernel check")
     demo.add_argument("--images", type=int, default=None, help="cnn: the first N test images (default all 360)")
-    demo.add_argument("--iterations", type=int, default=None, help="logreg: gradient steps")
+    demo.add_argument("--iterations", type=int, default=None,
+                      help="logreg: gradient steps (more than a 128-bit chain holds, e.g. 30: bootstrapping mode)")
+    demo.add_argument("--bootstrap", action="store_true",
+                      help="logreg: bootstrap the weights when their levels run out (default ring boot_12: INSECURE)")
+    demo.add_argument("--secure", action="store_true",
+                      help="logreg bootstrapping on the 128-bit boot_16 ring (~20 s per bootstrap, 7.6 GiB of keys)")
     demo.add_argument("--no-warm-up", action="store_true",
                       help="cnn: no server warm-up; the first request pays for tracing and compilation")
     demo.add_argument("--json", action="store_true", help="print the summary as one JSON object (progress: stderr)")
@@ -379,8 +397,11 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--repeats", type=int, default=3)
     bt.add_argument("--iterations", type=int, default=1, help="hemx bootstrap iterations (2: META-BTS)")
     bt.add_argument("--threads", type=int, default=2, help="CPUs each side may use (desilofhe's thread_count)")
+    bt.add_argument("--slots", default="full", help="hemx slot counts: comma list of 'full' and powers of two "
+                    "(e.g. full,1024); desilofhe bootstraps full slots")
     bt.add_argument("--out", default="bench-results")
-    bt.set_defaults(func=_cmd_bench_bootstrap, plot="")
+    bt.add_argument("--plot", default="", help="write a latency / precision plot (PNG) to this path")
+    bt.set_defaults(func=_cmd_bench_bootstrap)
 
     sc = bsub.add_parser("scaling", help="collective bytes (and time) per op on 1-8 simulated devices, model beside")
     sc.add_argument("--devices", default="1,2,4,8", help="device counts (each in its own process)")

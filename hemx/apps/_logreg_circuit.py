@@ -211,3 +211,69 @@ def train(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layou
 def predict(ev, weights, samples, layout: Layout):
     """Scores ``<x_i, w>`` of packed samples in column 0 of each row (one level)."""
     return column_sums(ev, _product(ev, samples, weights), layout)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# training past the depth of the chain: the state is refreshed (bootstrapped) when its levels run out
+# ------------------------------------------------------------------------------------------------------------
+
+Refresh = Callable[[int, list], list]
+
+
+def _distinct(items: Sequence[Scaled]) -> list:
+    seen: dict[int, object] = {}
+    for item in items:
+        seen.setdefault(id(item.ct), item.ct)
+    return list(seen.values())
+
+
+def train_refreshed(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layout, shrink: float,
+                    need: Callable[[int], int], refresh: Refresh, progress: Progress | None = None):
+    """``len(gammas)`` Nesterov iterations like :func:`train`, with the state refreshed when its levels run out.
+
+    The state carried from iteration ``t`` to ``t + 1`` is the pair ``(w_t, v_t)`` (weights and Nesterov's
+    look-ahead vector), two ciphertexts produced by the same iteration at the same level and scale:
+    ``w_{t+1} = v_t + G_t`` and ``v_{t+1} = (1 - gamma_t) w_{t+1} + gamma_t w_t``. Both are kept *shrunk*:
+    the gradient step's factor ``rho = 1 / shrink`` is folded into the polynomial's coefficients and the
+    combination's constants, so the ciphertexts hold ``w / shrink`` and ``v / ((1 - gamma_t) shrink)`` and their
+    :class:`Scaled` factors undo it in plaintext; the shrinking costs no level. Before iteration ``t``, when the
+    state's level is below ``need(t)``, ``refresh(t, cts)`` replaces the distinct state ciphertexts by fresh ones
+    (bootstrapping: their values must then lie in [-1, 1], which ``shrink`` is chosen for). The last iteration
+    uses ``rho = 1``, so the result holds ``w_T / kappa`` itself.
+
+    Args:
+        ev: an evaluator; ``data`` one of its ciphertexts holding ``Z~`` (``layout``), at a level at least that of
+            the state.
+        gammas: ``gamma_0 .. gamma_{T-1}``.
+        shrink: the state's divisor (a power of two keeps the constants exact).
+        need: ``need(t)``: levels the state needs before iteration ``t`` (t >= 1).
+        refresh: ``refresh(t, cts) -> cts`` (same order); called with the distinct state ciphertexts.
+        progress: ``progress("train", t, T)`` after each iteration.
+
+    Returns:
+        the ciphertext of ``w_T / kappa`` replicated in every row.
+    """
+    total = len(gammas)
+    report = progress or (lambda stage, done, count: None)
+    sums = ev.ready(row_sums(ev, data, layout))  # 2 G_0: iteration 0 costs rotations only
+    if total == 1:
+        out = ev.ready(_times_const(ev, sums, 0.5, ev.default_scale))
+        report("train", 1, 1)
+        return out
+    w, v = Scaled(sums, 0.5), Scaled(sums, 0.5 * (1.0 - gammas[0]))  # w_1 = G_0, v_1 = (1 - gamma_0) G_0
+    report("train", 1, total)
+    for t in range(1, total):
+        if min(ev.level(w.ct), ev.level(v.ct)) < need(t):
+            old = _distinct((w, v))
+            fresh = dict(zip((id(c) for c in old), refresh(t, old)))
+            w, v = Scaled(fresh[id(w.ct)], w.factor), Scaled(fresh[id(v.ct)], v.factor)
+        last = t == total - 1
+        rho = 1.0 if last else 1.0 / shrink
+        gamma = gammas[t]
+        g = gradient_step(ev, data, v, rho, poly, layout)  # rho * G_t
+        w_next = Scaled(ev.ready(combine(ev, g, [(v, rho)])), 1.0 / rho)  # rho * (v_t + G_t)
+        if not last:  # rho / (1 - gamma) * v_{t+1} = rho * (G_t + v_t + gamma / (1 - gamma) w_t)
+            v = Scaled(ev.ready(combine(ev, g, [(v, rho), (w, rho * gamma / (1.0 - gamma))])), (1.0 - gamma) / rho)
+        w = w_next
+        report("train", t + 1, total)
+    return w.ct

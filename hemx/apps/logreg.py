@@ -4,8 +4,11 @@ The client standardizes its data, folds the labels in (``Z_i = y_i x_i`` with ``
 samples row by row into the slots of one ciphertext and sends it with the secret-free evaluation keys. The
 server runs a fixed number of (Nesterov-accelerated) gradient-ascent steps on the log-likelihood with the
 sigmoid replaced by a least-squares odd polynomial, all on ciphertexts, and returns encrypted weights; it can
-also score encrypted test samples with them. There is no bootstrapping: the iteration count is bounded by the
-depth of the parameter set (:meth:`LogRegSpec.recommended_parameters` picks a 128-bit set that holds it).
+also score encrypted test samples with them. Without bootstrapping the iteration count is bounded by the depth
+of the parameter set (:meth:`LogRegSpec.recommended_parameters` picks a 128-bit set that holds it); the
+bootstrapping mode (:func:`bootstrap_parameters`, :func:`schedule_bootstrapping`,
+:func:`train_encrypted_bootstrapped`, see ``hemx.apps._logreg_bootstrap``) refreshes the weights and the
+Nesterov vector when their levels run out, so any number of iterations fits.
 
 Client side: :func:`load_data`, :func:`plan`, :func:`pack_training`, :func:`pack_test`, :func:`unpack_weights`,
 :func:`unpack_scores`. Server side (a :class:`~hemx.ckks.Context` and
@@ -27,6 +30,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from hemx.apps import _logreg_bootstrap as _boot
 from hemx.apps import _logreg_circuit as circuit
 from hemx.apps._logreg_data import Dataset, load_data
 from hemx.apps._logreg_layout import Layout, next_power_of_two
@@ -41,7 +45,17 @@ __all__ = [
     "sigmoid", "nesterov_gammas", "plan", "signed_samples", "pack_training", "pack_test", "unpack_weights",
     "unpack_scores",
     "train_plaintext", "simulate_training", "train_encrypted", "predict_encrypted", "accuracy", "run",
+    "BootstrapSchedule", "BootstrapLog", "bootstrap_parameters", "schedule_bootstrapping",
+    "simulate_training_bootstrapped", "train_encrypted_bootstrapped", "insecure_note",
 ]
+
+# bootstrapping mode (hemx.apps._logreg_bootstrap): any number of iterations
+BootstrapSchedule = _boot.Schedule
+BootstrapLog = _boot.BootstrapLog
+bootstrap_parameters = _boot.bootstrap_parameters
+insecure_note = _boot.insecure_note
+BOOTSTRAP_LEARNING_RATE = _boot.LEARNING_RATE
+BOOTSTRAP_BOUND = _boot.BOUND
 
 PRIME_BITS = 31  # one prime per level: scale 2^31 with hemx's 31-bit words
 BASE_BITS = (31, 31)  # the base holds scale * |score| at level 0 with room to spare
@@ -158,8 +172,8 @@ class LogRegSpec:
             )
         raise ParameterError(
             f"{self.iterations} iterations need {self.levels_needed} levels ({limbs} limbs of {PRIME_BITS} bits); "
-            "no ring up to N = 2^16 holds them at 128-bit security. Use fewer iterations (hemx has no "
-            "bootstrapping) or pass allow_insecure=True for experiments."
+            "no ring up to N = 2^16 holds them at 128-bit security. Use fewer iterations, the bootstrapping "
+            "mode (bootstrap_parameters, train_encrypted_bootstrapped) or pass allow_insecure=True for experiments."
         )
 
     def describe(self) -> str:
@@ -375,6 +389,39 @@ def predict_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_weights: Ciphe
         raise SlotError(f"the test ciphertext must be a Ciphertext of {spec.slots} slots")
     ev = CKKSEvaluator(ctx, eval_keys)
     return circuit.predict(ev, ct_weights, ct_test, spec.layout)
+
+
+def schedule_bootstrapping(x: np.ndarray, y: np.ndarray, spec: LogRegSpec, params: CKKSParameters, *,
+                           shrink: float | None = None) -> BootstrapSchedule:
+    """Client: the bootstrapping schedule (state divisor ``shrink``, bootstrap iterations, levels) for training on
+    ``(x, y)`` with ``params`` (:func:`bootstrap_parameters`). Checks on the exact slot simulator that the
+    shrunk state stays in the bootstrap's range; raises ``ParameterError`` when it would not."""
+    return _boot.schedule(pack_training(x, y, spec), spec, params, shrink=shrink)
+
+
+def simulate_training_bootstrapped(x: np.ndarray, y: np.ndarray, spec: LogRegSpec,
+                                   plan: BootstrapSchedule) -> np.ndarray:
+    """The packed, bootstrapped circuit on numpy slot vectors (exact simulator): weights float64 ``(d,)``."""
+    return unpack_weights(_boot.simulate(pack_training(x, y, spec), spec, plan), spec)
+
+
+def train_encrypted_bootstrapped(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext, spec: LogRegSpec,
+                                 plan: BootstrapSchedule, progress: Progress | None = None,
+                                 log: BootstrapLog | None = None) -> Ciphertext:
+    """Server: train for ``spec.iterations`` (any number), bootstrapping the weights and the Nesterov vector
+    (one batch of two) at the iterations of ``plan``; returns ``w_T / kappa`` (decrypt and
+    :func:`unpack_weights`) with at least one level left for :func:`predict_encrypted`.
+
+    The keys must include the bootstrapping keys: ``ctx.keygen(rotations=spec.rotation_steps, bootstrap=True)``.
+    ``progress`` gets ("train", t, T) per iteration and ("bootstrap", k, K) per bootstrap; ``log`` (a
+    :class:`BootstrapLog`) collects the bootstraps' iterations, seconds and levels.
+    """
+    if not isinstance(plan, BootstrapSchedule):
+        raise ParameterError("expected the BootstrapSchedule from schedule_bootstrapping")
+    _check_server_inputs(ctx, eval_keys, spec, ct_data, "training ciphertext", plan.top_level)
+    if ct_data.batch_shape:
+        raise ShapeError(f"the training data must be one ciphertext, got a batch of shape {ct_data.batch_shape}")
+    return _boot.train_encrypted(ctx, eval_keys, ct_data, spec, plan, progress=progress, log=log)
 
 
 # ------------------------------------------------------------------------------------------------------------

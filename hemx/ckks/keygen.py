@@ -14,6 +14,7 @@ import numpy as np
 
 from hemx.ckks import encoder, evaluator
 from hemx.ckks.keys import KeySet, PublicKey, SecretKey, SwitchingKey, new_id
+from hemx.ckks.sampling import expand_seed
 from hemx.ckks.validation import check_int
 from hemx.errors import ParameterError
 from hemx.kernels import automorphism
@@ -75,11 +76,13 @@ def generate_keys(ctx, rotations: Iterable[int] | str = (), *, conjugation: bool
 
 def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: int) -> SwitchingKey:
     """Hybrid key from ``s_src`` to ``s``: per digit ``b_d = -a_d s + e_d + P g_d s_src`` over ``P + Q``,
-    uint32 ``(D, 2, num_p + L, N)``."""
+    uint32 ``(D, 2, num_p + L, N)``. The uniform ``a_d`` are expanded from a fresh 32-byte seed, kept on the key
+    (serialization stores ``b_d`` and the seed)."""
     p, smp = ctx.params, ctx.sampler
     digits = p.digits()
     num_p, m = ctx.num_p, ctx.num_p + p.num_limbs
-    a = jnp.asarray(smp.uniform(ctx.basis, (len(digits), m, p.n)))
+    seed = smp.seed()
+    a = jnp.asarray(uniform_half(seed, ctx.basis, p.n, len(digits)))
     e = ctx.ring.ntt(encoder.residues(smp.gaussian((len(digits), p.n), p.sigma), ctx.basis))
     big_p = math.prod(p.special_moduli)
     gadget = np.zeros((len(digits), m, 1), dtype=np.uint32)
@@ -91,4 +94,10 @@ def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: i
                                      jnp.asarray(np.broadcast_to(gadget, (len(digits), m, p.n))), ctx.plan, **full)
     b = evaluator.sub(evaluator.add(e, term, ctx.plan, **full), evaluator.mul_elementwise(a, s_ntt, ctx.plan, **full),
                       ctx.plan, **full)
-    return SwitchingKey(jnp.stack([b, a], axis=1), kind, galois, ctx.id, key_id)
+    return SwitchingKey(jnp.stack([b, a], axis=1), kind, galois, ctx.id, key_id, seed=seed)
+
+
+def uniform_half(seed: bytes, basis, n: int, digits: int) -> np.ndarray:
+    """The ``a_d`` of a seeded switching key: uint32 ``(digits, len(basis), n)`` over ``basis`` (P first, then Q),
+    NTT domain (a uniform polynomial is uniform in either domain; the values are stored as they are)."""
+    return expand_seed(seed, basis, n, digits)

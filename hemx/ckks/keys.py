@@ -9,7 +9,8 @@ from typing import Mapping
 import jax
 import numpy as np
 
-from hemx.errors import MissingKeyError
+from hemx.ckks.sampling import SEED_BYTES
+from hemx.errors import MissingKeyError, ParameterError
 
 _ids = itertools.count(1)
 
@@ -51,11 +52,15 @@ class PublicKey:
 
 @dataclasses.dataclass(frozen=True)
 class SwitchingKey:
-    """Hybrid key-switching key from ``s'`` to ``s``: uint32 ``(D, 2, k + L, N)`` (one pair per digit).
+    """Hybrid key-switching key from ``s'`` to ``s``: uint32 ``(D, 2, k + L, N)`` (one pair ``(b_d, a_d)`` per digit).
 
     Attributes:
-        kind: "relin" (``s' = s^2``), "galois" (``s' = s(X^g)``).
+        kind: "relin" (``s' = s^2``), "galois" (``s' = s(X^g)``), "to_sparse" / "from_sparse".
         galois: the Galois element g for rotations / conjugation.
+        seed: the 32 bytes the uniform halves ``a_d = data[:, 1]`` were expanded from
+            (:func:`hemx.ckks.sampling.expand_seed` over the ``P + Q`` basis, ``D`` digits), or None for a key
+            whose ``a_d`` is known only as stored data (loaded from a format-1 file). Serialization writes
+            ``b_d`` and the seed only; the expanded ``a_d`` stays in ``data`` for computing. Static pytree data.
     """
 
     data: jax.Array
@@ -63,10 +68,25 @@ class SwitchingKey:
     galois: int | None
     context_id: int
     key_id: int
+    seed: bytes | None = None
+
+    def __post_init__(self):
+        if self.seed is not None and (not isinstance(self.seed, bytes) or len(self.seed) != SEED_BYTES):
+            raise ParameterError(f"a switching key's seed must be None or {SEED_BYTES} bytes, got {self.seed!r}")
+
+    @property
+    def seeded(self) -> bool:
+        return self.seed is not None
 
     def __repr__(self) -> str:
         g = f", g={self.galois}" if self.galois is not None else ""
-        return f"SwitchingKey({self.kind}{g}, digits={self.data.shape[0]})"
+        seeded = ", seeded" if self.seed is not None else ""
+        return f"SwitchingKey({self.kind}{g}, digits={self.data.shape[0]}{seeded})"
+
+
+# a pytree: the key's array is its one leaf; kind, Galois element, ids and seed are static (hashable) data
+jax.tree_util.register_dataclass(SwitchingKey, data_fields=["data"],
+                                 meta_fields=["kind", "galois", "context_id", "key_id", "seed"])
 
 
 @dataclasses.dataclass(frozen=True)

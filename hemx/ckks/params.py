@@ -209,9 +209,7 @@ class CKKSParameters:
         primes_per_level = int(primes_per_level)
         levels = check_int("levels", levels, 0, None, hint="; levels is the number of rescales (non-negative)")
         prime_bits = check_int("prime_bits", prime_bits, 2, 31, hint=" (hemx words hold primes below 2^31)")
-        if level_bits is None:
-            level_bits = (prime_bits,) * levels
-        else:
+        if level_bits is not None:
             level_bits = int_sequence("level_bits", level_bits, lo=2, hi=31)
             if len(level_bits) != levels:
                 raise ParameterError(f"level_bits names {len(level_bits)} levels, but levels={levels}: give one bit "
@@ -243,6 +241,8 @@ class CKKSParameters:
         num_limbs = len(base_bits) + levels * primes_per_level
         if num_limbs > MAX_LIMBS:
             raise ParameterError(f"{num_limbs} limbs requested; hemx supports at most {MAX_LIMBS} (fewer levels)")
+        if level_bits is None:  # (after the limb bound: levels may be huge until then)
+            level_bits = (prime_bits,) * levels
         dnum = min(int(dnum), num_limbs)
         alpha = -(-num_limbs // dnum)
         if not allow_insecure:

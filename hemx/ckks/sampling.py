@@ -4,12 +4,20 @@ All draws are vectorized: bytes come from ``os.urandom`` in bulk and are turned 
 sampling, no modulo bias), ternary values, sparse ternary values of a fixed Hamming weight, and rounded
 Gaussians. A seeded sampler exists only for tests (``Sampler.insecure_for_tests(seed)``); it uses numpy's
 PCG64, which is *not* a cryptographic generator, and says so.
+
+Seeded uniform polynomials: the uniform half ``a_d`` of every switching key is not drawn directly but expanded
+from a 32-byte seed (:meth:`Sampler.seed`, from the OS CSPRNG) by :func:`expand_seed`, so a serialized key stores
+the seed instead of ``a_d`` (as SEAL and Lattigo do). The expansion is SHAKE-256, one stream per (digit, modulus),
+turned into exact uniform residues by rejection sampling; it is a fixed function of the seed, so it is part of the
+serialization format (``XOF_LABEL`` names its version).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import struct
 from typing import Sequence
 
 import numpy as np
@@ -17,6 +25,9 @@ import numpy as np
 from hemx.errors import ParameterError
 
 GAUSSIAN_TAIL = 6.0  # errors are clipped at 6 sigma (as SEAL's clipped normal)
+SEED_BYTES = 32  # seeds of expanded uniform polynomials (256 bits, as SEAL's and Lattigo's PRNG seeds)
+XOF_LABEL = b"hemx/seeded-uniform/shake256/v1"  # domain of every expansion; a new expansion needs a new label
+_STREAM = struct.Struct("<QQQ")  # (N, digit, modulus) after the label and the seed: one stream each
 
 
 class Sampler:
@@ -40,6 +51,10 @@ class Sampler:
         if self._rng is not None:
             return self._rng.integers(0, 256, size=count, dtype=np.uint8)
         return np.frombuffer(os.urandom(count), dtype=np.uint8)
+
+    def seed(self) -> bytes:
+        """A fresh seed of ``SEED_BYTES`` for :func:`expand_seed` (the OS CSPRNG; the test generator when seeded)."""
+        return self._bytes(SEED_BYTES).tobytes()
 
     def _words32(self, count: int) -> np.ndarray:
         return self._bytes(4 * count).view(np.uint32)
@@ -94,3 +109,70 @@ class Sampler:
         bound = GAUSSIAN_TAIL * sigma
         z = np.clip(np.rint(z), -math.floor(bound), math.floor(bound))
         return z.astype(np.int64).reshape(shape)
+
+
+def check_seed(seed, what: str = "seed") -> bytes:
+    """``seed`` as bytes if it is a ``SEED_BYTES``-byte bytes-like object, else :class:`ParameterError`."""
+    if not isinstance(seed, (bytes, bytearray, memoryview)):
+        raise ParameterError(f"the {what} must be {SEED_BYTES} bytes, got {type(seed).__name__}")
+    seed = bytes(seed)
+    if len(seed) != SEED_BYTES:
+        raise ParameterError(f"the {what} must be {SEED_BYTES} bytes, got {len(seed)}")
+    return seed
+
+
+def _stream_words(seed: bytes, n: int, digit: int, q: int, count: int) -> np.ndarray:
+    """The first ``count`` little-endian 32-bit words of the SHAKE-256 stream of (seed, N, digit, q)."""
+    xof = hashlib.shake_256(XOF_LABEL + seed + _STREAM.pack(n, digit, q))
+    return np.frombuffer(xof.digest(4 * count), dtype="<u4")
+
+
+def _words_needed(n: int, q: int) -> int:
+    """Words drawn per stream: the expected need plus a margin that almost never runs out (then more are drawn)."""
+    reject = ((1 << 32) % q) / float(1 << 32)  # probability that a word is rejected
+    mean = n / (1.0 - reject)
+    return int(mean + 8.0 * math.sqrt(mean * reject) + 64)
+
+
+def expand_seed(seed: bytes, moduli: Sequence[int], n: int, digits: int = 1) -> np.ndarray:
+    """Uniform residues expanded from a seed: uint32 ``(digits, len(moduli), n)``, row ``(d, l)`` uniform mod
+    ``moduli[l]``.
+
+    Row ``(d, l)`` is a function of ``(seed, n, d, moduli[l])`` only: the SHAKE-256 stream of ``XOF_LABEL || seed ||
+    n || d || q`` (64-bit little-endian integers) read as little-endian 32-bit words, of which those below
+    ``floor(2^32 / q) q`` are kept and reduced mod ``q`` (exactly uniform: each residue has the same number of
+    preimages); the first ``n`` kept words are the row. A row therefore does not depend on which other moduli are
+    expanded with it or in which order (a key expanded at a lower level, or over a reordered basis, agrees on every
+    shared limb). One digest per row (a few hundred kilobytes at N = 2^16), numpy for the rest.
+    """
+    seed = check_seed(seed)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ParameterError(f"the ring degree must be a positive integer, got {n!r}")
+    if isinstance(digits, bool) or not isinstance(digits, (int, np.integer)) or digits < 0:
+        raise ParameterError(f"the digit count must be a non-negative integer, got {digits!r}")
+    qs = [int(q) for q in moduli]
+    if any(not 1 < q < 1 << 32 for q in qs):
+        raise ParameterError(f"moduli must be in (1, 2^32), got {qs}")
+    n, digits = int(n), int(digits)
+    out = np.empty((digits, len(qs), n), dtype=np.uint32)
+    for l, q in enumerate(qs):
+        top = np.uint32(((1 << 32) // q) * q - 1)  # keep words <= top: below the largest multiple of q
+        count = _words_needed(n, q)
+        for d in range(digits):
+            words = _stream_words(seed, n, d, q, count)
+            kept = words[words <= top]
+            kept = kept[:n] if len(kept) >= n else _long_row(seed, n, d, q, 2 * count)
+            np.remainder(kept, np.uint32(q), out=out[d, l])
+    return out
+
+
+def _long_row(seed: bytes, n: int, digit: int, q: int, count: int) -> np.ndarray:
+    """The first ``n`` kept words of one stream when the usual read ran short (probability below 2^-40 a row):
+    read ``count`` words, doubling until enough are kept."""
+    top = ((1 << 32) // q) * q - 1
+    while True:
+        words = _stream_words(seed, n, digit, q, count)
+        kept = words[words <= top]
+        if len(kept) >= n:
+            return kept[:n]
+        count *= 2

@@ -8,7 +8,9 @@ serialized ciphertexts back. Every hand-over goes through :mod:`hemx.io` bytes, 
   128 images per ciphertext, compared image by image with the plaintext model;
 * ``logreg``: HELR-style logistic regression (:mod:`hemx.apps.logreg`) trained on the encrypted
   breast-cancer training split, then encrypted scoring of the test split, compared with the same algorithm in
-  plaintext.
+  plaintext. More iterations than a 128-bit chain holds (or ``bootstrap=True``) switch to the bootstrapping
+  mode: the server bootstraps the weights and the Nesterov vector when their levels run out
+  (:func:`run_logreg_bootstrapped`).
 
 Both return a summary dict (accuracies, latencies, sizes, device); :func:`main` renders it with rich, or prints
 it as one JSON object.
@@ -25,8 +27,9 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hemx import io
 from hemx.bench.timing import machine_label
-from hemx.ckks import CKKSParameters, Sampler
+from hemx.ckks import CKKSParameters, Context, Sampler
 from hemx.errors import ParameterError
 from hemx.service import Client, Server
 
@@ -195,6 +198,22 @@ def run_cnn(
 # ---------------------------------------------------------------------------------------------------- logreg
 
 
+def needs_bootstrapping(iterations: int | None) -> bool:
+    """Whether ``iterations`` logistic-regression steps on the breast-cancer data exceed what a 128-bit chain
+    holds without bootstrapping (:meth:`hemx.apps.logreg.LogRegSpec.recommended_parameters`: 12 iterations)."""
+    from hemx.apps import logreg
+
+    if iterations is None:
+        return False
+    spec = logreg.plan(455, 31, iterations=iterations)  # validates iterations
+    try:
+        spec.recommended_parameters()
+    except ParameterError:
+        return True
+    return False
+
+
+
 def run_logreg(
     *,
     iterations: int | None = None,
@@ -203,6 +222,8 @@ def run_logreg(
     ntt: str = DEFAULT_NTT,
     sampler: Sampler | None = None,
     update: Callable[[str, int, int], None] = lambda *a: None,
+    bootstrap: bool | None = None,
+    secure: bool = False,
 ) -> dict:
     """HELR training on the encrypted breast-cancer data, then encrypted scoring, through the client/server split.
 
@@ -210,9 +231,20 @@ def run_logreg(
         iterations: gradient steps (default that of :func:`hemx.apps.logreg.plan`).
         data: a :class:`hemx.apps.logreg.Dataset` (default ``load_data()``).
         params, ntt, sampler, update: as for :func:`run_cnn`.
+        bootstrap: train with bootstrapping (:func:`run_logreg_bootstrapped`); default (None): only when no
+            128-bit chain holds ``iterations`` without it.
+        secure: bootstrapping mode only: the 128-bit ``boot_16`` ring instead of the insecure test ring.
     """
     from hemx.apps import logreg
 
+    if bootstrap is None:
+        bootstrap = params is None and needs_bootstrapping(iterations)
+    if bootstrap:
+        return run_logreg_bootstrapped(iterations=iterations, data=data, params=params, ntt=ntt, sampler=sampler,
+                                       update=update, secure=secure)
+    if secure:
+        raise ParameterError("secure=True selects boot_16 for the bootstrapping mode; the depth-bounded mode is "
+                             "always 128-bit")
     clock = _Clock()
     with clock("data"):
         data = logreg.load_data() if data is None else data
@@ -277,6 +309,143 @@ def run_logreg(
         "first_iteration_includes_compilation": True,
         "latency_per_test_sample_ms": clock.seconds["server inference"] / len(data.y_test) * 1e3,
         "bytes": {"context": len(context_bytes), "evaluation_keys": len(eval_key_bytes),
+                  "train_ciphertext": len(train_request), "test_ciphertext": len(test_request),
+                  "weights_ciphertext": len(weights_reply)},
+        **_device(),
+    }
+
+
+BOOTSTRAP_TRAIN_SAMPLES = 64  # the insecure default ring boot_12 holds 64 rows of 32 columns (2048 slots)
+BOOTSTRAP_ITERATIONS = 30
+
+
+def run_logreg_bootstrapped(
+    *,
+    iterations: int | None = None,
+    data=None,
+    params: CKKSParameters | None = None,
+    ntt: str = DEFAULT_NTT,
+    sampler: Sampler | None = None,
+    update: Callable[[str, int, int], None] = lambda *a: None,
+    secure: bool = False,
+) -> dict:
+    """HELR training for more iterations than the chain holds: the server bootstraps the state (weights and
+    Nesterov vector) when its levels run out. Client/server split as :func:`run_logreg`; the client also sends the
+    public bootstrapping schedule (the state's divisor and the levels, :func:`hemx.apps.logreg.schedule_bootstrapping`).
+
+    Args:
+        iterations: gradient steps (default 30).
+        data: default: with ``secure`` the whole split (455 training samples, N = 2^16 holds them); otherwise a
+            stratified subset of 64 training samples (what the insecure test ring boot_12 holds) and the whole
+            114-sample test split.
+        params: default :func:`hemx.apps.logreg.bootstrap_parameters` (boot_16 with ``secure``, else the grown
+            boot_12 / boot_13 test ring: NOT secure; the summary says so).
+        ntt, sampler, update: as for :func:`run_cnn`; ``update`` also gets ("server: bootstraps", k, K).
+    """
+    from hemx.apps import logreg
+
+    clock = _Clock()
+    with clock("data"):
+        if data is None:
+            data = logreg.load_data() if secure else logreg.load_data(n_train=BOOTSTRAP_TRAIN_SAMPLES)
+        spec = logreg.plan(len(data.y_train), data.n_features,
+                           iterations=BOOTSTRAP_ITERATIONS if iterations is None else iterations,
+                           learning_rate=logreg.BOOTSTRAP_LEARNING_RATE, bound=logreg.BOOTSTRAP_BOUND)
+        params = logreg.bootstrap_parameters(spec, secure=secure) if params is None else params
+        # client: the state's divisor and the bootstrap iterations, checked on the slot simulator with its data
+        plan = logreg.schedule_bootstrapping(data.x_train, data.y_train, spec, params)
+        reference = logreg.train_plaintext(data.x_train, data.y_train, spec)
+    update("data + schedule", 1, 1)
+
+    with clock("client keygen"):  # Client has no bootstrapping keys: the context and keys are made here
+        context = Context(params, slots=spec.slots, ntt=ntt, sampler=sampler)
+        keys = context.keygen(rotations=spec.rotation_steps, bootstrap=True)
+        context_bytes = io.dumps(context)
+        eval_key_bytes = io.dumps(keys.evaluation_keys(), context)
+    update("client: keygen", 1, 1)
+    with clock("server set-up"):
+        server = Server.from_bytes(context_bytes, eval_key_bytes, ntt=ntt)
+    eval_key_size = len(eval_key_bytes)
+    del eval_key_bytes
+    update("server: set-up", 1, 1)
+
+    with clock("client encrypt"):  # the data goes at the schedule's level: every iteration runs on the same levels
+        ct_train = context.drop_level(context.encrypt(logreg.pack_training(data.x_train, data.y_train, spec),
+                                                      keys.public), plan.top_level)
+        train_request = io.dumps(ct_train, context)
+        test_request = io.dumps(context.encrypt(logreg.pack_test(data.x_test, spec), keys.public), context)
+    update("client: encrypt", 1, 1)
+
+    marks, log = [time.perf_counter()], logreg.BootstrapLog()
+
+    def on_progress(stage: str, done: int, total: int) -> None:
+        if stage == "train":
+            marks.append(time.perf_counter())
+            update("server: training", done, total)
+        else:
+            update("server: bootstraps", done, total)
+
+    update("server: training", 0, spec.iterations)
+    ct_w = logreg.train_encrypted_bootstrapped(server.context, server.keys,
+                                               io.loads(train_request, server.context), spec, plan,
+                                               progress=on_progress, log=log)
+    weights_reply = server.dump_ciphertext(ct_w)
+    clock.seconds["server training"] = time.perf_counter() - marks[0]
+    with clock("server inference"):
+        scores = logreg.predict_encrypted(server.context, server.keys, ct_w, server.load_ciphertext(test_request),
+                                          spec)
+        scores_reply = server.dump_ciphertext(scores)
+    update("server: inference", 1, 1)
+
+    with clock("client decrypt"):
+        w_enc = logreg.unpack_weights(context.decrypt(io.loads(weights_reply, context), keys.secret), spec)
+        scores_enc = logreg.unpack_scores(context.decrypt(io.loads(scores_reply, context), keys.secret), spec,
+                                          len(data.y_test))
+    update("client: decrypt", 1, 1)
+
+    scores_plain = data.x_test @ reference.weights
+    iteration_seconds = [b - a for a, b in zip(marks, marks[1:])]
+    boot_at = set(log.at)
+    plain_iterations = [s for t, s in enumerate(iteration_seconds) if t > 0 and t not in boot_at]
+    later_bootstraps = log.seconds[1:] or log.seconds
+    return {
+        "workload": "logreg",
+        "mode": "bootstrapping",
+        "security": logreg.insecure_note(params),
+        "secure": params.name == "boot_16",
+        "train_samples": len(data.y_train),
+        "test_samples": len(data.y_test),
+        "features": data.n_features,
+        "iterations": spec.iterations,
+        "learning_rate": spec.learning_rate,
+        "sigmoid": f"degree {spec.sigmoid.degree} on [-{spec.sigmoid.bound:g}, {spec.sigmoid.bound:g}]",
+        "parameters": params.describe(),
+        "ntt": ntt,
+        "rotation_keys": len(spec.rotation_steps),
+        "accuracy_plaintext": logreg.accuracy(scores_plain, data.y_test),
+        "accuracy_encrypted": logreg.accuracy(scores_enc, data.y_test),
+        "agreement": float(np.mean((scores_enc > 0) == (scores_plain > 0))),
+        "max_abs_weight": float(np.max(np.abs(reference.weights))),
+        "max_abs_weight_error": float(np.max(np.abs(w_enc - reference.weights))),
+        "max_abs_score_error": float(np.max(np.abs(scores_enc - scores_plain))),
+        "max_abs_z": reference.max_abs_z,
+        "bootstraps": log.count,
+        "bootstrap_at_iterations": list(log.at),
+        "bootstrap_seconds": list(log.seconds),
+        "bootstrap_median_s": float(np.median(later_bootstraps)) if log.seconds else 0.0,
+        "levels": {"chain": params.max_level, "data": plan.top_level, "after_bootstrap": plan.output_level,
+                   "state_before_bootstrap": sorted(set(log.level_before)), "weights_out": ct_w.level,
+                   "per_iteration": spec.depth_per_iteration},
+        "shrink": plan.shrink,
+        "largest_state": plan.largest_state,
+        "largest_shrunk_state": plan.largest,
+        "seconds": clock.seconds,
+        "iteration_seconds": iteration_seconds,
+        "iteration_median_s": float(np.median(plain_iterations)) if plain_iterations else 0.0,
+        "iteration_mean_with_bootstraps_s": clock.seconds["server training"] / spec.iterations,
+        "first_iteration_includes_compilation": True,
+        "latency_per_test_sample_ms": clock.seconds["server inference"] / len(data.y_test) * 1e3,
+        "bytes": {"context": len(context_bytes), "evaluation_keys": eval_key_size,
                   "train_ciphertext": len(train_request), "test_ciphertext": len(test_request),
                   "weights_ciphertext": len(weights_reply)},
         **_device(),

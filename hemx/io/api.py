@@ -29,7 +29,8 @@ def _encoded(obj, context: Context | None) -> objects.Encoded:
 
 
 def _to_bytes(encoded: objects.Encoded) -> bytes:
-    return container.encode(encoded.kind, encoded.header, [(s.name, s.pack()) for s in encoded.sections])
+    return container.encode(encoded.kind, encoded.header, [(s.name, s.pack()) for s in encoded.sections],
+                            encoded.version)
 
 
 def dumps(obj, context: Context | None = None) -> bytes:

@@ -4,12 +4,17 @@ Layout (all integers little-endian)::
 
     offset  size  field
     0       8     magic b"\\x89HEMX\\r\\n\\x1a" (a high byte, CR LF and ^Z catch text-mode mangling)
-    8       2     format version (uint16), currently 1
+    8       2     format version (uint16): 1, or 2 when the object holds seeded switching keys
     10      2     object kind (uint16), see KINDS
     12      4     header length H (uint32)
     16      H     header: UTF-8 JSON object; its "sections" entry lists [name, byte length] of each section
     16 + H  S     the sections, back to back, in the listed order (S = sum of their lengths)
     end-32  32    SHA-256 of every byte before it
+
+Version 2 (seeded switching keys) adds header fields only: a switching key whose uniform halves ``a_d`` were
+expanded from a seed stores its ``b_d`` alone and the seed as 64 hex digits (see :mod:`hemx.io.objects`). Every
+object without such a key is still written as version 1, byte for byte as before, so older hemx reads it; this
+version reads both.
 
 The checksum detects truncation and accidental corruption; it is not a signature (anyone can recompute it),
 so every decoded field is validated as well. Nothing here is executable: no pickle, no object graphs.
@@ -27,7 +32,9 @@ from typing import Mapping, Sequence
 from hemx.errors import SerializationError
 
 MAGIC = b"\x89HEMX\r\n\x1a"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest version this hemx reads and writes
+BASE_VERSION = 1  # what objects without seeded keys are written as
+SEEDED_KEYS_VERSION = 2  # the first version with seeded switching keys
 PREFIX = struct.Struct("<8sHHI")
 DIGEST_SIZE = 32
 MAX_HEADER = 1 << 24  # a header is metadata only; anything larger is not ours
@@ -72,12 +79,15 @@ def encoded_size(header: Mapping, section_sizes: Sequence[tuple[str, int]]) -> i
     return PREFIX.size + len(_header_bytes(header, section_sizes)) + sum(s for _, s in section_sizes) + DIGEST_SIZE
 
 
-def encode(kind: str, header: Mapping, sections: Sequence[tuple[str, bytes]]) -> bytes:
-    """Serialize header fields (JSON-compatible values) and named byte sections into one container."""
+def encode(kind: str, header: Mapping, sections: Sequence[tuple[str, bytes]], version: int = FORMAT_VERSION) -> bytes:
+    """Serialize header fields (JSON-compatible values) and named byte sections into one container, labelled
+    with format ``version`` (hemx.io.dumps passes the lowest one that has every field used)."""
     if kind not in KINDS:
         raise SerializationError(f"unknown object kind {kind!r}")
+    if type(version) is not int or not BASE_VERSION <= version <= FORMAT_VERSION:
+        raise SerializationError(f"cannot write format version {version!r}; this hemx writes 1..{FORMAT_VERSION}")
     head = _header_bytes(header, [(name, len(blob)) for name, blob in sections])
-    body = b"".join([PREFIX.pack(MAGIC, FORMAT_VERSION, KINDS[kind], len(head)), head] + [b for _, b in sections])
+    body = b"".join([PREFIX.pack(MAGIC, version, KINDS[kind], len(head)), head] + [b for _, b in sections])
     return body + hashlib.sha256(body).digest()
 
 
@@ -222,6 +232,24 @@ class HeaderReader:
             raise self._bad(name, f"a list of integers in [{lo}, {hi}]")
         return tuple(value)
 
+    def has(self, name: str) -> bool:
+        """Whether the optional field ``name`` is present (it still has to be read to count as known)."""
+        return name in self._header
+
+    def hex_bytes(self, name: str, size: int) -> bytes:
+        """``size`` bytes stored as ``2 size`` lowercase hex digits."""
+        value = self._get(name)
+        if not _is_hex(value, size):
+            raise self._bad(name, f"{2 * size} lowercase hex digits ({size} bytes)")
+        return bytes.fromhex(value)
+
+    def hex_bytes_map(self, name: str, size: int) -> dict[str, bytes]:
+        """A JSON object whose every value is ``size`` bytes as ``2 size`` lowercase hex digits."""
+        value = self._get(name)
+        if not isinstance(value, dict) or not all(_is_hex(v, size) for v in value.values()):
+            raise self._bad(name, f"a JSON object of {2 * size}-hex-digit strings ({size} bytes each)")
+        return {k: bytes.fromhex(v) for k, v in value.items()}
+
     def nested(self, name: str) -> "HeaderReader":
         value = self._get(name)
         if not isinstance(value, dict):
@@ -233,3 +261,8 @@ class HeaderReader:
         extra = sorted(set(self._header) - self._read)
         if extra:
             raise SerializationError(f"the {self._kind} header has unknown fields {extra}")
+
+
+def _is_hex(value, size: int) -> bool:
+    return (isinstance(value, str) and len(value) == 2 * size
+            and all(c in "0123456789abcdef" for c in value))

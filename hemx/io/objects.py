@@ -15,8 +15,14 @@ Ciphertext          ``(..., 2, limbs(level), N)``        ``q_0 .. q_{limbs-1}``
 Plaintext           ``(..., limbs(level), N)``           ``q_0 .. q_{limbs-1}``
 PublicKey           ``(2, L, N)``                        ``q_0 .. q_{L-1}``
 SwitchingKey        ``(D, 2, k + L, N)``                 ``p_0 .. p_{k-1}, q_0 .. q_{L-1}``
+seeded SwitchingKey ``(D, k + L, N)``: the ``b_d`` only    ``p_0 .. p_{k-1}, q_0 .. q_{L-1}``
 SecretKey coeffs    ``(1, N)``, stored as ``s + 1``      3
 ==================  ===================================  ==================================
+
+Seeded switching keys (format version 2): a key made by ``keygen`` carries the 32-byte seed its uniform halves
+``a_d`` were expanded from (:func:`hemx.ckks.sampling.expand_seed`); it is stored as its ``b_d`` plus the seed in
+the header (64 hex digits: ``"seed"`` for a lone key, ``"seeds"`` by section name in a bundle), and loading expands
+the ``a_d`` again. Half the bytes of the unseeded layout. A key without a seed is stored whole, as in version 1.
 """
 
 from __future__ import annotations
@@ -31,10 +37,11 @@ from hemx.ckks.ciphertext import Ciphertext, Plaintext
 from hemx.ckks.context import Context
 from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey
 from hemx.ckks.params import CKKSParameters
+from hemx.ckks.sampling import SEED_BYTES, expand_seed
 from hemx.errors import ContextMismatchError, KeyMismatchError, ParameterError, SecretMaterialError, SerializationError
 from hemx.io import bitpack, keytags
 from hemx.io import parameters as param_codec
-from hemx.io.container import Envelope, HeaderReader
+from hemx.io.container import BASE_VERSION, SEEDED_KEYS_VERSION, Envelope, HeaderReader
 
 MAX_BATCH_AXES = 16
 SECRET_MODULUS = 3  # ternary coefficients -1, 0, 1 stored as residues 0, 1, 2
@@ -47,13 +54,21 @@ class Section:
     name: str
     array: object
     moduli: tuple[int, ...]
+    part: int | None = None  # store ``array[:, part]`` only (the b_d of a seeded switching key)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        shape = tuple(self.array.shape)
+        return shape if self.part is None else shape[:1] + shape[2:]
 
     @property
     def nbytes(self) -> int:
-        return bitpack.residues_nbytes(tuple(self.array.shape), self.moduli)
+        return bitpack.residues_nbytes(self.shape, self.moduli)
 
     def pack(self) -> bytes:
         host = np.asarray(self.array)
+        if self.part is not None:
+            host = np.ascontiguousarray(host[:, self.part])
         if host.dtype != np.uint32:
             raise SerializationError(f"section {self.name!r}: residues must be uint32, got {host.dtype}")
         return bitpack.pack_residues(host, self.moduli)
@@ -66,6 +81,7 @@ class Encoded:
     kind: str
     header: dict
     sections: tuple[Section, ...] = ()
+    version: int = BASE_VERSION  # the container's format version: the lowest that has every field used
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -268,12 +284,50 @@ NAMED_SWITCHING = ("to_sparse", "from_sparse")  # EvaluationKeys.switching: boot
 
 
 def _switching_section(key: SwitchingKey, context: Context, name: str) -> Section:
+    """The section of a switching key: its ``b_d`` alone when it is seeded (the seed goes in the header)."""
     params = context.params
     if key.kind not in SWITCHING_KINDS:
         raise SerializationError(f"unknown switching-key kind {key.kind!r}")
     _check_galois(params, key.kind, key.galois)
     _check_shape(key.data.shape, switching_key_shape(params), "switching key", batch=False)
-    return Section(name, key.data, pq_moduli(params))
+    if key.seed is None:
+        return Section(name, key.data, pq_moduli(params))
+    _check_seed_matches(key, params)
+    return Section(name, key.data, pq_moduli(params), part=0)
+
+
+def _check_seed_matches(key: SwitchingKey, params: CKKSParameters) -> None:
+    """Spot check before storing a seed instead of ``a_d``: the first limb of every digit's ``a_d`` must be the
+    seed's expansion (one limb in ``k + L``, so cheap), else the written key would silently differ from this one."""
+    if not isinstance(key.seed, bytes) or len(key.seed) != SEED_BYTES:
+        raise SerializationError(f"a switching key's seed must be {SEED_BYTES} bytes")
+    digits = key.data.shape[0]
+    first = pq_moduli(params)[:1]
+    want = expand_seed(key.seed, first, params.n, digits)[:, 0]
+    if not np.array_equal(np.asarray(key.data[:, 1, 0]), want):
+        raise SerializationError(
+            "the switching key's uniform half does not match its seed (the key data was changed after keygen); "
+            "rebuild it with dataclasses.replace(key, seed=None) to store it whole"
+        )
+
+
+def _expand_key(b: np.ndarray, seed: bytes, params: CKKSParameters) -> np.ndarray:
+    """A seeded key's data ``(D, 2, k + L, N)`` from its stored ``b_d`` ``(D, k + L, N)`` and its seed."""
+    a = expand_seed(seed, pq_moduli(params), params.n, b.shape[0])
+    return np.stack([b, a], axis=1)
+
+
+def _seeded_shape(params: CKKSParameters) -> tuple[int, ...]:
+    d, _, m, n = switching_key_shape(params)
+    return (d, m, n)
+
+
+def _check_seeds_allowed(envelope: Envelope, what: str) -> None:
+    if envelope.version < SEEDED_KEYS_VERSION:
+        raise SerializationError(
+            f"the {what} header has seeded keys, which format version {envelope.version} does not have "
+            f"(they came with version {SEEDED_KEYS_VERSION}); the data was altered"
+        )
 
 
 def _key_header(context: Context, key_id: int) -> dict:
@@ -304,18 +358,28 @@ def encode_switching_key(key: SwitchingKey, context: Context) -> Encoded:
     _check_owner(key, context, "switching key")
     section = _switching_section(key, context, "data")
     header = dict(_key_header(context, key.key_id), key_kind=key.kind, galois=key.galois)
-    return Encoded("switching_key", header, (section,))
+    if key.seed is None:
+        return Encoded("switching_key", header, (section,))
+    header["seed"] = key.seed.hex()
+    return Encoded("switching_key", header, (section,), SEEDED_KEYS_VERSION)
 
 
 def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
     reader, key_id = _key_reader(envelope, context, "switching key")
     kind = reader.string("key_kind", SWITCHING_KINDS)
     galois = reader.optional_integer("galois")
+    seed = reader.hex_bytes("seed", SEED_BYTES) if reader.has("seed") else None
     reader.finish()
+    if seed is not None:
+        _check_seeds_allowed(envelope, "switching key")
     params = context.params
     _check_galois(params, kind, galois)
-    data = _read_sections(envelope, {"data": (switching_key_shape(params), pq_moduli(params))})["data"]
-    return SwitchingKey(jnp.asarray(data), kind, galois, context.id, key_id)
+    if seed is None:
+        data = _read_sections(envelope, {"data": (switching_key_shape(params), pq_moduli(params))})["data"]
+    else:
+        b = _read_sections(envelope, {"data": (_seeded_shape(params), pq_moduli(params))})["data"]
+        data = _expand_key(b, seed, params)
+    return SwitchingKey(jnp.asarray(data), kind, galois, context.id, key_id, seed=seed)
 
 
 def _galois_section_name(g: int) -> str:
@@ -332,27 +396,37 @@ def encode_evaluation_keys(keys: EvaluationKeys, context: Context) -> Encoded:
     _check_owner(keys, context, "evaluation keys")
     _check_key_owner(keys.public, context, keys.key_id, "public key")
     sections = [_public_section(keys.public, context, "public")]
+    seeds: dict[str, str] = {}
+
+    def add(key: SwitchingKey, name: str) -> None:
+        sections.append(_switching_section(key, context, name))
+        if key.seed is not None:
+            seeds[name] = key.seed.hex()
+
     if keys.relin is not None:
         _check_key_owner(keys.relin, context, keys.key_id, "relinearization key")
         if keys.relin.kind != "relin":
             raise SerializationError(f"the bundle's relinearization key is a {keys.relin.kind} key")
-        sections.append(_switching_section(keys.relin, context, "relin"))
+        add(keys.relin, "relin")
     for g in sorted(keys.galois):
         key = keys.galois[g]
         _check_key_owner(key, context, keys.key_id, f"Galois key {g}")
         if key.kind != "galois" or key.galois != g:
             raise SerializationError(f"the bundle lists a {key.kind} key for element {key.galois} under element {g}")
-        sections.append(_switching_section(key, context, _galois_section_name(g)))
+        add(key, _galois_section_name(g))
     for name in sorted(keys.switching):
         key = keys.switching[name]
         _check_key_owner(key, context, keys.key_id, f"{name} key")
         if name not in NAMED_SWITCHING or key.kind != name:
             raise SerializationError(f"the bundle lists a {key.kind} key under the name {name!r}")
-        sections.append(_switching_section(key, context, f"switching:{name}"))
+        add(key, f"switching:{name}")
     header = dict(_key_header(context, keys.key_id), relin=keys.relin is not None, galois=sorted(keys.galois))
     if keys.switching:  # absent (not an empty list) when there are none, so older readers see the same header
         header["encapsulation"] = True
-    return Encoded("evaluation_keys", header, tuple(sections))
+    if not seeds:  # no seeded key: the version-1 layout, byte for byte
+        return Encoded("evaluation_keys", header, tuple(sections))
+    header["seeds"] = seeds  # section name -> seed of the key stored there as its b_d alone
+    return Encoded("evaluation_keys", header, tuple(sections), SEEDED_KEYS_VERSION)
 
 
 def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKeys:
@@ -360,22 +434,34 @@ def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKe
     has_relin = reader.boolean("relin")
     elements = reader.integers("galois")
     names = NAMED_SWITCHING if "encapsulation" in envelope.header and reader.boolean("encapsulation") else ()
+    has_seeds = reader.has("seeds")
+    seeds = reader.hex_bytes_map("seeds", SEED_BYTES) if has_seeds else {}
     reader.finish()
+    if has_seeds:
+        _check_seeds_allowed(envelope, "evaluation keys")
     params = context.params
     if len(set(elements)) != len(elements):
         raise SerializationError("the evaluation keys list a Galois element twice")
     for g in elements:
         _check_galois(params, "galois", g)
-    ks_spec = (switching_key_shape(params), pq_moduli(params))
+    key_sections = (["relin"] if has_relin else []) + [_galois_section_name(g) for g in elements] + [
+        f"switching:{name}" for name in names]
+    unknown = sorted(set(seeds) - set(key_sections))
+    if unknown or (has_seeds and not seeds):
+        raise SerializationError(f"the evaluation keys list seeds for {unknown or 'no'} switching keys; "
+                                 f"they hold {key_sections}")
+    moduli = pq_moduli(params)
     expected = {"public": ((2, params.num_limbs, params.n), q_moduli(params, params.num_limbs))}
-    if has_relin:
-        expected["relin"] = ks_spec
-    expected.update({_galois_section_name(g): ks_spec for g in elements})
-    expected.update({f"switching:{name}": ks_spec for name in names})
+    expected.update({name: (_seeded_shape(params) if name in seeds else switching_key_shape(params), moduli)
+                     for name in key_sections})
     arrays = _read_sections(envelope, expected)
 
     def switching(name: str, kind: str, g: int | None) -> SwitchingKey:
-        return SwitchingKey(jnp.asarray(arrays[name]), kind, g, context.id, key_id)
+        seed = seeds.get(name)
+        data = arrays.pop(name)  # drop the stored b_d as soon as the key is built (large key sets)
+        if seed is not None:
+            data = _expand_key(data, seed, params)
+        return SwitchingKey(jnp.asarray(data), kind, g, context.id, key_id, seed=seed)
 
     return EvaluationKeys(
         public=PublicKey(jnp.asarray(arrays["public"]), context.id, key_id),

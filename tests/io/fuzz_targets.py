@@ -220,8 +220,21 @@ def replay(target: str, paths) -> int:
     return count
 
 
-def write_seeds(folder: str = CORPUS) -> list[str]:
-    """(Re)write the committed seed corpus from real serialized objects of the fuzz context."""
+def unseeded(keys):
+    """An evaluation-key bundle with every switching key stored whole (the format-1 layout)."""
+    import dataclasses
+
+    strip = lambda k: dataclasses.replace(k, seed=None)  # noqa: E731
+    return dataclasses.replace(keys, relin=None if keys.relin is None else strip(keys.relin),
+                               galois={g: strip(k) for g, k in keys.galois.items()},
+                               switching={n: strip(k) for n, k in keys.switching.items()})
+
+
+def write_seeds(folder: str = CORPUS, only: tuple[str, ...] | None = None) -> list[str]:
+    """(Re)write the committed seed corpus from real serialized objects of the fuzz context (``only``: these
+    ``loads`` seeds by name, and no ``params`` seeds)."""
+    import dataclasses
+
     import numpy as np
 
     import hemx.io
@@ -238,17 +251,24 @@ def write_seeds(folder: str = CORPUS) -> list[str]:
             "ciphertext_level0": (1, hemx.io.dumps(ctx.drop_level(ct, 0), ctx)),
             "plaintext": (1, hemx.io.dumps(ctx.encode([1.5, -2.0]), ctx)),
             "public_key": (1, hemx.io.dumps(keys.public, ctx)),
-            "switching_key": (1, hemx.io.dumps(keys.relin, ctx)),
-            "evaluation_keys": (1, hemx.io.dumps(keys.evaluation_keys(), ctx)),
+            # format version 1 (whole keys) and 2 (seeded keys: b_d + the seed of a_d)
+            "switching_key": (1, hemx.io.dumps(dataclasses.replace(keys.relin, seed=None), ctx)),
+            "evaluation_keys": (1, hemx.io.dumps(unseeded(keys.evaluation_keys()), ctx)),
+            "switching_key_seeded": (1, hemx.io.dumps(keys.galois[min(keys.galois)], ctx)),
+            "evaluation_keys_seeded": (1, hemx.io.dumps(keys.evaluation_keys(), ctx)),
             "secret_key": (5, hemx.io.dumps_secret_key(keys.secret, ctx)),
         }
     written = []
     os.makedirs(os.path.join(folder, "loads"), exist_ok=True)
     for name, (flags, blob) in objects.items():
+        if only is not None and name not in only:
+            continue
         path = os.path.join(folder, "loads", f"{name}.bin")
         with open(path, "wb") as f:
             f.write(bytes([flags]) + blob)
         written.append(path)
+    if only is not None:
+        return written
     os.makedirs(os.path.join(folder, "params"), exist_ok=True)
     seeds = {  # create(log_n=4, levels=1) / the constructor with real primes / a preset
         "create": bytes([0, 0, 4, 0, 1]),

@@ -1,0 +1,181 @@
+"""Seeded switching keys (issue 14): every key's uniform half a_d is the SHAKE-256 expansion of a 32-byte seed.
+
+Checks the expansion itself (exact uniformity, independence from the limb order and level it is expanded at,
+rejection of bad seeds) and key generation (fresh seed per key, determinism under ``insecure_for_tests``, keys
+still pytrees under ``jax.jit``). Serialization of seeded keys is tested in ``tests/io/test_seeded_keys.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+import hemx
+from hemx.ckks import SwitchingKey
+from hemx.ckks import keygen as keygen_mod
+from hemx.ckks.sampling import SEED_BYTES, Sampler, check_seed, expand_seed
+from hemx.errors import ParameterError
+
+from tests.helpers.ckks_helpers import FAST_NTT, INSECURE, small_params
+
+pytestmark = pytest.mark.filterwarnings(INSECURE)
+
+LOG_N, LEVELS = 6, 2
+FIXED_SEED = bytes(range(SEED_BYTES))
+
+
+def fresh_context(sampler_seed: int) -> hemx.Context:
+    """A new (uncached) context, so each test owns its sampler's state."""
+    return hemx.Context(small_params(LOG_N, LEVELS), ntt=FAST_NTT, sampler=Sampler.insecure_for_tests(sampler_seed))
+
+
+def all_switching_keys(keys) -> list[SwitchingKey]:
+    return [keys.relin] + [keys.galois[g] for g in sorted(keys.galois)] + [keys.switching[n]
+                                                                          for n in sorted(keys.switching)]
+
+
+@pytest.fixture(scope="module")
+def keyed():
+    """(context, key set) with relinearization, a rotation, conjugation and the two encapsulation keys."""
+    ctx = fresh_context(11)
+    return ctx, keygen_mod.generate_keys(ctx, [1], conjugation=True, encapsulation_weight=8)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the expansion
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_expansion_is_exactly_uniform_small_modulus():
+    """A tiny modulus (17: 2^32 is not a multiple, so a plain modulo would be biased) gets a flat histogram."""
+    q, n, digits = 17, 4096, 4
+    x = expand_seed(FIXED_SEED, [q], n, digits)
+    assert x.shape == (digits, 1, n) and x.dtype == np.uint32 and int(x.max()) < q
+    counts = np.bincount(x.ravel(), minlength=q)
+    expected = x.size / q
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 50.0, chi2  # 16 degrees of freedom: P(chi2 > 50) ~ 2e-5 for uniform data (fixed seed: no flake)
+
+
+def test_expansion_covers_28_and_31_bit_moduli_uniformly():
+    ctx = fresh_context(1)
+    basis = ctx.basis  # 31-bit special primes first, then the 28/31-bit Q primes
+    x = expand_seed(FIXED_SEED, basis, 4096, 2).astype(np.float64)
+    qs = np.asarray(basis, dtype=np.float64)[None, :, None]
+    assert np.all(x < qs)
+    u = (x / qs).reshape(2 * len(basis), -1)  # in [0, 1): uniform per row
+    assert np.all(np.abs(u.mean(axis=1) - 0.5) < 0.03)  # 4096 samples: sd of the mean 0.0045
+    bins = np.floor(u * 16).astype(int)
+    for row in bins:
+        counts = np.bincount(row, minlength=16)
+        chi2 = float(((counts - 256.0) ** 2 / 256.0).sum())
+        assert chi2 < 55.0, chi2  # 15 degrees of freedom
+
+
+def test_expansion_is_deterministic_and_seed_dependent():
+    a = expand_seed(FIXED_SEED, [268369921, 2147352577], 256, 3)
+    assert np.array_equal(a, expand_seed(bytearray(FIXED_SEED), [268369921, 2147352577], 256, 3))
+    other = expand_seed(bytes([1]) + FIXED_SEED[1:], [268369921, 2147352577], 256, 3)
+    assert np.mean(a == other) < 0.01
+    # digits are separate streams: no digit repeats another
+    assert np.mean(a[0] == a[1]) < 0.01 and np.mean(a[1] == a[2]) < 0.01
+
+
+def test_expansion_does_not_depend_on_limb_order_level_or_digit_count(keyed):
+    ctx, keys = keyed
+    basis, n = ctx.basis, ctx.params.n
+    full = expand_seed(FIXED_SEED, basis, n, 3)
+    reordered = list(reversed(basis))
+    assert np.array_equal(expand_seed(FIXED_SEED, reordered, n, 3)[:, ::-1], full)
+    num_p, limbs = ctx.num_p, ctx.params.limbs_at_level(0)
+    level0 = basis[num_p:num_p + limbs]  # Q limbs of level 0 only
+    assert np.array_equal(expand_seed(FIXED_SEED, level0, n, 2), full[:2, num_p:num_p + limbs])
+    # a generated key's a_d is the expansion of its seed, limb by limb (here at the lowest level's Q limbs)
+    key = keys.galois[min(keys.galois)]
+    a = np.asarray(key.data[:, 1])
+    assert np.array_equal(expand_seed(key.seed, level0, n, a.shape[0]), a[:, num_p:num_p + limbs])
+    assert np.array_equal(expand_seed(key.seed, basis, n, a.shape[0]), a)
+
+
+@pytest.mark.parametrize("seed", [b"", b"\x00" * 31, b"\x00" * 33, "00" * 32, None, 7, np.zeros(32, np.uint8)])
+def test_bad_seeds_are_refused(seed):
+    with pytest.raises(ParameterError, match="32 bytes"):
+        expand_seed(seed, [17], 16)
+    with pytest.raises(ParameterError, match="32 bytes"):
+        check_seed(seed)
+
+
+def test_bad_expansion_arguments_are_refused():
+    for moduli in ([1], [0], [1 << 32], [-5]):
+        with pytest.raises(ParameterError):
+            expand_seed(FIXED_SEED, moduli, 16)
+    for n in (0, -1, 2.5, True):
+        with pytest.raises(ParameterError):
+            expand_seed(FIXED_SEED, [17], n)
+    with pytest.raises(ParameterError):
+        expand_seed(FIXED_SEED, [17], 16, -1)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# key generation
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_every_switching_key_is_seeded_with_its_own_seed(keyed):
+    _, keys = keyed
+    switching = all_switching_keys(keys)
+    assert len(switching) == 5 and all(k.seeded and len(k.seed) == SEED_BYTES for k in switching)
+    assert len({k.seed for k in switching}) == len(switching)
+    assert "seeded" in repr(keys.relin) and keys.relin.seed.hex() not in repr(keys.relin)
+
+
+def test_keygen_is_deterministic_under_insecure_for_tests():
+    one = all_switching_keys(keygen_mod.generate_keys(fresh_context(5), [1], encapsulation_weight=8))
+    two = all_switching_keys(keygen_mod.generate_keys(fresh_context(5), [1], encapsulation_weight=8))
+    three = all_switching_keys(keygen_mod.generate_keys(fresh_context(6), [1], encapsulation_weight=8))
+    for a, b, c in zip(one, two, three):
+        assert a.seed == b.seed and np.array_equal(np.asarray(a.data), np.asarray(b.data))
+        assert a.seed != c.seed
+
+
+def test_secure_sampler_draws_fresh_seeds():
+    smp = Sampler()
+    seeds = {smp.seed() for _ in range(8)}
+    assert len(seeds) == 8 and all(len(s) == SEED_BYTES for s in seeds)
+
+
+def test_seeded_keys_still_switch_keys(keyed):
+    ctx, keys = keyed
+    x = np.random.default_rng(3).uniform(-1, 1, ctx.slots)
+    ct = ctx.encrypt(x, keys.public)
+    assert np.max(np.abs(ctx.decrypt(ctx.rotate(ct, 1, keys), keys.secret).real - np.roll(x, -1))) < 1e-6
+    assert np.max(np.abs(ctx.decrypt(ctx.mul(ct, ct, keys), keys.secret).real - x * x)) < 1e-6
+
+
+def test_switching_key_seed_field_is_checked():
+    data = np.zeros((1, 2, 2, 4), np.uint32)
+    for bad in (b"short", "00" * 32, bytearray(32), 5):
+        with pytest.raises(ParameterError, match="seed"):
+            SwitchingKey(data, "relin", None, 1, 1, seed=bad)
+    assert SwitchingKey(data, "relin", None, 1, 1).seed is None  # the field is optional
+
+
+def test_switching_keys_are_pytrees_under_jit(keyed):
+    _, keys = keyed
+    key = keys.galois[min(keys.galois)]
+    leaves, tree = jax.tree_util.tree_flatten(key)
+    assert len(leaves) == 1 and leaves[0] is key.data
+    back = jax.tree_util.tree_unflatten(tree, leaves)
+    assert back.seed == key.seed and back.galois == key.galois and back.kind == key.kind
+
+    @jax.jit
+    def first_b(k: SwitchingKey):
+        assert k.seed == key.seed  # static: visible at trace time
+        return k.data[:, 0]
+
+    assert np.array_equal(np.asarray(first_b(key)), np.asarray(key.data[:, 0]))
+    doubled = jax.tree_util.tree_map(lambda v: v, {"k": key})["k"]
+    assert isinstance(doubled, SwitchingKey) and dataclasses.replace(doubled, seed=None).seed is None
