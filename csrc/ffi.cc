@@ -8,6 +8,10 @@
 //   hemx_automorphism(x (..., L, N), map (N,) s32) -> (..., L, N)                 (out = x[..., map])
 //   hemx_inner_product(a (..., D, m, N), b (D, K, m, N), q (m,)) -> (..., K, m, N)  (sum_d a_d b_d mod q)
 //   hemx_bconv(x (..., L, N), q (L,), qhinv (L,), p (L',), c (L, L'), corr (L, L'); centered) -> (..., L', N)
+//   hemx_modup(x (..., nq, N), q (m,), w, ws, wi, wis (R, N), scal (m, 4), rows (m,), digits (D, 2), qhinv (nq,),
+//              c, corr (flat); centered) -> (..., D, m, N)                       (fused ModUp, see ModUp)
+//   hemx_divide(x (..., M, N), keep (K,), drop (Dd,), qk, qd, w, ws, rows_k, wi, wis, scal_d, rows_d, qhinv,
+//               c (Dd, K), corr (Dd, K), inv (K,); centered) -> (..., K, N)      (ModDown / rescale, see Divide)
 // All uint32. Each (batch, limb) polynomial is one unit of work; units are claimed from an atomic counter by
 // the calling thread and by helpers scheduled on the thread pool XLA hands the handler, so no thread is ever
 // created per call and a helper that starts late finds nothing left and returns (no waiting on the pool).
@@ -256,6 +260,58 @@ ffi::Error InnerProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buff
   return ffi::Error::Success();
 }
 
+// The per-call tables of one basis conversion in the layout ops_impl.h's bconv_block reads (L * L' entries:
+// halves, Shoup companions, the target-major layout, the wide path's constants). Source moduli qs (L,) and
+// qhinv (L,) = [qhat_i^-1]_{q_i}; target moduli ps (L',); c, corr (L, L') row-major = [qhat_i]_{p_j},
+// [q_i qhat_i]_{p_j} (corr used when centered). qs must outlive the tables; ps is copied.
+struct ConvTables {
+  std::vector<uint32_t> tab;
+  BConvTables T;
+
+  ffi::Error prepare(size_t L, size_t Lp, const uint32_t* qs, const uint32_t* hs, const uint32_t* ps_in,
+                     const uint32_t* cs, const uint32_t* rs, bool centered) {
+    if (L == 0 || Lp == 0) return ffi::Error::InvalidArgument("hemx native: empty basis conversion");
+    tab.assign(3 * L + 4 * L * Lp + 4 * Lp, 0);
+    uint32_t *half = tab.data(), *hsh = half + L, *ct = hsh + L, *cst = ct + L * Lp, *nct = cst + L * Lp;
+    uint32_t *kq = nct + L * Lp, *pr = kq + L * Lp, *ps = pr + 3 * Lp;
+    std::memcpy(ps, ps_in, Lp * sizeof(uint32_t));
+    uint64_t amax = 0, cmax = 0;
+    for (size_t i = 0; i < L; ++i) {
+      if (bad_modulus(qs[i]) || hs[i] >= qs[i])
+        return ffi::Error::InvalidArgument("hemx native: bad source modulus or [qhat^-1]_q table");
+      half[i] = qs[i] >> 1, hsh[i] = shoup_of(hs[i], qs[i]);
+    }
+    for (size_t j = 0; j < Lp; ++j) {
+      if (bad_modulus(ps[j])) return ffi::Error::InvalidArgument("hemx native: bad target modulus");
+      for (size_t i = 0; i < L; ++i) {
+        const uint32_t cv = cs[i * Lp + j], rv = rs[i * Lp + j];
+        if (cv >= ps[j] || rv >= ps[j]) return ffi::Error::InvalidArgument("hemx native: conversion table not reduced");
+        ct[j * L + i] = cv, cst[j * L + i] = shoup_of(cv, ps[j]), nct[j * L + i] = rv ? ps[j] - rv : 0;
+        const uint32_t qm = qs[i] % ps[j];
+        kq[j * L + i] = qm ? ps[j] - qm : 0;
+        amax = std::max<uint64_t>(amax, (uint64_t)qs[i] + (centered ? kq[j * L + i] : 0));
+        cmax = std::max<uint64_t>(cmax, cv);
+      }
+      const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ps[j]);
+      pr[3 * j] = r, pr[3 * j + 1] = shoup_of(r, ps[j]), pr[3 * j + 2] = (uint32_t)((uint64_t{1} << 32) / ps[j]);
+    }
+    T = BConvTables{};
+    T.L = L, T.Lp = Lp, T.q = qs, T.half = half, T.qhinv = hs, T.qhinv_s = hsh, T.p = ps, T.c = ct, T.c_s = cst;
+    T.ncorr = nct, T.centered = centered;
+    // products of a_i < amax and c_ij <= cmax summed in a 64-bit lane, on top of a carried residue below 2^32
+    T.kq = kq, T.pr = pr;
+    T.wide_terms = cmax == 0 ? L : (size_t)std::min<uint64_t>(L, (~uint64_t{0} - 0xFFFFFFFFull) / (amax * cmax));
+    return ffi::Error::Success();
+  }
+};
+
+// Coefficient block of a conversion from L sources: the L scaled source rows stay in L1.
+size_t conv_block(size_t L, size_t n, size_t width) {
+  size_t blk = std::max<size_t>(2 * width, 4096 / L);
+  blk = std::min(n, size_t{1} << (63 - __builtin_clzll((unsigned long long)blk)));
+  return std::max(blk, std::min(n, 2 * width));
+}
+
 // Fast basis conversion (hemx/kernels/bconv.py): x (..., L, N) mod q (L,) -> (..., L', N) mod p (L',), with
 // qhinv (L,) = [qhat_i^-1]_{q_i}, c (L, L') = [qhat_i]_{p_j}, corr (L, L') = [q_i qhat_i]_{p_j} (used when
 // centered != 0).
@@ -273,44 +329,14 @@ ffi::Error BConv(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
     return ffi::Error::InvalidArgument("hemx native: conversion output must be (..., L', N)");
   size_t batch = 1;
   for (size_t i = 0; i + 2 < xd.size(); ++i) batch *= (size_t)xd[i];
-  const uint32_t *qs = q.typed_data(), *hs = qhinv.typed_data(), *ps = p.typed_data(), *cs = c.typed_data(),
-                 *rs = corr.typed_data();
-  // per-call tables (L * L' entries): halves, Shoup companions, the target-major layout
-  std::vector<uint32_t> tab(3 * L + 4 * L * Lp + 3 * Lp);
-  uint32_t *half = tab.data(), *hsh = half + L, *ct = hsh + L, *cst = ct + L * Lp, *nct = cst + L * Lp;
-  uint32_t *kq = nct + L * Lp, *pr = kq + L * Lp;
-  uint64_t amax = 0, cmax = 0;
-  for (size_t i = 0; i < L; ++i) {
-    if (bad_modulus(qs[i]) || hs[i] >= qs[i])
-      return ffi::Error::InvalidArgument("hemx native: bad source modulus or [qhat^-1]_q table");
-    half[i] = qs[i] >> 1, hsh[i] = shoup_of(hs[i], qs[i]);
-  }
-  for (size_t j = 0; j < Lp; ++j) {
-    if (bad_modulus(ps[j])) return ffi::Error::InvalidArgument("hemx native: bad target modulus");
-    for (size_t i = 0; i < L; ++i) {
-      const uint32_t cv = cs[i * Lp + j], rv = rs[i * Lp + j];
-      if (cv >= ps[j] || rv >= ps[j]) return ffi::Error::InvalidArgument("hemx native: conversion table not reduced");
-      ct[j * L + i] = cv, cst[j * L + i] = shoup_of(cv, ps[j]), nct[j * L + i] = rv ? ps[j] - rv : 0;
-      const uint32_t qm = qs[i] % ps[j];
-      kq[j * L + i] = qm ? ps[j] - qm : 0;
-      amax = std::max<uint64_t>(amax, (uint64_t)qs[i] + (centered ? kq[j * L + i] : 0));
-      cmax = std::max<uint64_t>(cmax, cv);
-    }
-    const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ps[j]);
-    pr[3 * j] = r, pr[3 * j + 1] = shoup_of(r, ps[j]), pr[3 * j + 2] = (uint32_t)((uint64_t{1} << 32) / ps[j]);
-  }
-  BConvTables T;
-  T.L = L, T.Lp = Lp, T.q = qs, T.half = half, T.qhinv = hs, T.qhinv_s = hsh, T.p = ps, T.c = ct, T.c_s = cst;
-  T.ncorr = nct, T.centered = centered != 0;
-  // products of a_i < amax and c_ij <= cmax summed in a 64-bit lane, on top of a carried residue below 2^32
-  T.kq = kq, T.pr = pr;
-  T.wide_terms = cmax == 0 ? L : (size_t)std::min<uint64_t>(L, (~uint64_t{0} - 0xFFFFFFFFull) / (amax * cmax));
+  ConvTables ct;
+  if (auto e = ct.prepare(L, Lp, q.typed_data(), qhinv.typed_data(), p.typed_data(), c.typed_data(), corr.typed_data(),
+                          centered != 0);
+      e.failure())
+    return e;
+  const BConvTables& T = ct.T;
   const Kernels& k = n % (2 * active().width) == 0 ? active() : kScalar;
-  // coefficient blocks whose L source rows (after the scaling step) stay in L1
-  size_t blk = std::max<size_t>(2 * k.width, 4096 / L);
-  blk = std::min(n, size_t{1} << (63 - __builtin_clzll((unsigned long long)blk)));
-  blk = std::max(blk, std::min(n, 2 * k.width));
-  const size_t blocks = (n + blk - 1) / blk;
+  const size_t blk = conv_block(L, n, k.width), blocks = (n + blk - 1) / blk;
   const uint32_t* xs = x.typed_data();
   uint32_t* out = y->typed_data();
   parallel_for(pool, batch * blocks, 1, [=, &k, &T](size_t u) {
@@ -318,6 +344,214 @@ ffi::Error BConv(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
     if (ybuf.size() < L * blk) ybuf.resize(L * blk);
     const size_t bi = u / blocks, lo = (u % blocks) * blk;
     k.bconv_block(T, xs + bi * L * n, out + bi * Lp * n, n, lo, std::min(blk, n - lo), ybuf.data());
+  });
+  return ffi::Error::Success();
+}
+
+// ------------------------------------------------------------------------ fused key-switching passes
+// (hemx/ckks/keyswitch.py: modup and divide_by_dropped, each one custom call writing its result in place.)
+
+// Sizes of data shaped (..., rows, N): the product of the leading axes.
+size_t lead_size(const ffi::AnyBuffer::Dimensions& d, size_t tail) {
+  size_t b = 1;
+  for (size_t i = 0; i + tail < d.size(); ++i) b *= (size_t)d[i];
+  return b;
+}
+
+// The NTT tables of a set of limbs: q (L,), rows (L,) into forward / inverse twiddles (R, N), scal (L, 4).
+ffi::Error check_ntt_tables(size_t limbs, size_t n, size_t q_count, ffi::Buffer<ffi::S32>& rows, size_t w_count,
+                            size_t ws_count, size_t wi_count, size_t wis_count) {
+  if (q_count != limbs) return ffi::Error::InvalidArgument("hemx native: one modulus per limb expected");
+  if (wi_count != w_count) return ffi::Error::InvalidArgument("hemx native: inverse twiddles must match forward");
+  if (auto e = check_rows(rows, limbs, n, w_count, ws_count); e.failure()) return e;
+  return check_rows(rows, limbs, n, wi_count, wis_count);
+}
+
+// ModUp of x (..., nq, N) over Q_l, NTT domain, into the extended digits (..., D, m, N), m = np + nq, NTT
+// domain. q (m,), rows (m,), scal (m, 4): the limbs [P, Q_l]; digits (D, 2) s32: the digits' [lo, hi) ranges
+// of Q_l (contiguous, covering it); qhinv (nq,): each digit's [qhat^-1]_q; c / corr: each digit's (L_d, m - L_d)
+// conversion tables to [P, Q_<lo, Q_>=hi], concatenated. Three passes over the output:
+//   1. each limb of x copied into its digit's own rows of the output and inverse-transformed there;
+//   2. each digit's basis conversion from those rows into the other rows of its extended digit;
+//   3. the forward NTT of every converted row, and x copied back into the digits' own rows.
+ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q, ffi::Buffer<ffi::U32> w,
+                 ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::U32> wi, ffi::Buffer<ffi::U32> wis,
+                 ffi::Buffer<ffi::U32> scal, ffi::Buffer<ffi::S32> rows, ffi::Buffer<ffi::S32> digits,
+                 ffi::Buffer<ffi::U32> qhinv, ffi::Buffer<ffi::U32> c, ffi::Buffer<ffi::U32> corr,
+                 ffi::ResultBuffer<ffi::U32> y, int64_t centered) {
+  auto xd = x.dimensions(), yd = y->dimensions();
+  if (xd.size() < 2) return ffi::Error::InvalidArgument("hemx native: ModUp data must be (..., num_q, N)");
+  const size_t n = (size_t)xd[xd.size() - 1], nq = (size_t)xd[xd.size() - 2], m = q.element_count();
+  const size_t D = digits.element_count() / 2;
+  if (n < 2 || (n & (n - 1))) return ffi::Error::InvalidArgument("hemx native: N must be a power of two >= 2");
+  if (nq == 0 || m <= nq || D == 0 || digits.element_count() != 2 * D || qhinv.element_count() != nq ||
+      scal.element_count() != 4 * m)
+    return ffi::Error::InvalidArgument("hemx native: ModUp tables do not match the data");
+  if (yd.size() != xd.size() + 1 || (size_t)yd[yd.size() - 3] != D || (size_t)yd[yd.size() - 2] != m ||
+      (size_t)yd[yd.size() - 1] != n)
+    return ffi::Error::InvalidArgument("hemx native: ModUp output must be (..., D, num_p + num_q, N)");
+  if (auto e = check_ntt_tables(m, n, m, rows, w.element_count(), ws.element_count(), wi.element_count(),
+                                wis.element_count());
+      e.failure())
+    return e;
+  const size_t np = m - nq, batch = lead_size(xd, 2);
+  const int32_t* dg = digits.typed_data();
+  const uint32_t *qs = q.typed_data(), *hs = qhinv.typed_data(), *cs = c.typed_data(), *rs = corr.typed_data();
+  std::vector<size_t> lo(D), hi(D), digit_of(nq);
+  std::vector<ConvTables> conv(D);
+  std::vector<uint32_t> targets(m);
+  size_t at = 0, offset = 0, maxL = 0;
+  for (size_t d = 0; d < D; ++d) {
+    lo[d] = (size_t)dg[2 * d], hi[d] = (size_t)dg[2 * d + 1];
+    if (dg[2 * d] < 0 || lo[d] != at || hi[d] <= lo[d] || hi[d] > nq)
+      return ffi::Error::InvalidArgument("hemx native: ModUp digits must be contiguous ranges covering Q_l");
+    at = hi[d];
+    const size_t L = hi[d] - lo[d], Lp = m - L;
+    for (size_t l = lo[d]; l < hi[d]; ++l) digit_of[l] = d;
+    if (offset + L * Lp > c.element_count() || offset + L * Lp > corr.element_count())
+      return ffi::Error::InvalidArgument("hemx native: ModUp conversion tables too short");
+    // targets: P, Q_<lo, Q_>=hi (the rows of the extended digit around its own rows)
+    std::memcpy(targets.data(), qs, (np + lo[d]) * sizeof(uint32_t));
+    std::memcpy(targets.data() + np + lo[d], qs + np + hi[d], (nq - hi[d]) * sizeof(uint32_t));
+    if (auto e = conv[d].prepare(L, Lp, qs + np + lo[d], hs + lo[d], targets.data(), cs + offset, rs + offset,
+                                 centered != 0);
+        e.failure())
+      return e;
+    conv[d].T.gap_at = np + lo[d], conv[d].T.gap = L;
+    offset += L * Lp, maxL = std::max(maxL, L);
+  }
+  if (at != nq || offset != c.element_count() || offset != corr.element_count())
+    return ffi::Error::InvalidArgument("hemx native: ModUp digits or conversion tables do not match num_q");
+  for (size_t j = 0; j < m; ++j)
+    if (bad_modulus(qs[j])) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
+
+  const Kernels& kn = for_size(n);
+  const Kernels& kb = n % (2 * active().width) == 0 ? active() : kScalar;
+  const uint32_t *xs = x.typed_data(), *wt = w.typed_data(), *st = ws.typed_data(), *wit = wi.typed_data(),
+                 *sit = wis.typed_data(), *sc = scal.typed_data();
+  const int32_t* rw = rows.typed_data();
+  uint32_t* out = y->typed_data();
+  const size_t *lo_p = lo.data(), *hi_p = hi.data(), *dof = digit_of.data();
+  const ConvTables* cv = conv.data();
+  // 1. x's limbs to coefficients, in their digits' own rows
+  parallel_for(pool, batch * nq, chunk_for(n), [=, &kn](size_t u) {
+    const size_t b = u / nq, l = u % nq, r = (size_t)rw[np + l];
+    uint32_t* a = out + ((b * D + dof[l]) * m + np + l) * n;
+    std::memcpy(a, xs + u * n, n * sizeof(uint32_t));
+    kn.inverse(a, n, qs[np + l], wit + r * n, sit + r * n, sc + 4 * (np + l));
+  });
+  // 2. each digit's conversion, block by block
+  const size_t blk = conv_block(maxL, n, kb.width), blocks = (n + blk - 1) / blk;
+  parallel_for(pool, batch * D * blocks, 1, [=, &kb](size_t u) {
+    thread_local std::vector<uint32_t> ybuf;
+    if (ybuf.size() < maxL * blk) ybuf.resize(maxL * blk);
+    const size_t bd = u / blocks, d = bd % D, s = (u % blocks) * blk;
+    uint32_t* ext = out + bd * m * n;
+    kb.bconv_block(cv[d].T, ext + (np + lo_p[d]) * n, ext, n, s, std::min(blk, n - s), ybuf.data());
+  });
+  // 3. the converted rows to the NTT domain; the digits' own rows back to x
+  parallel_for(pool, batch * D * m, chunk_for(n), [=, &kn](size_t u) {
+    const size_t bd = u / m, j = u % m, d = bd % D, b = bd / D;
+    uint32_t* a = out + u * n;
+    if (j >= np + lo_p[d] && j < np + hi_p[d]) {
+      std::memcpy(a, xs + (b * nq + j - np) * n, n * sizeof(uint32_t));
+    } else {
+      const size_t r = (size_t)rw[j];
+      kn.forward(a, n, qs[j], wt + r * n, st + r * n);
+    }
+  });
+  return ffi::Error::Success();
+}
+
+// Rounding division by the product of dropped limbs (ModDown, rescale): x (..., M, N) in the NTT domain, keep (K,)
+// and drop (Dd,) s32 row indices into its M rows -> (..., K, N):
+//   out_k = (x_keep_k - NTT(Conv_{drop -> keep}(INTT(x_drop)))_k) * inv_k  mod q_keep_k
+// qk / rows_k (K,): the kept limbs' moduli and forward twiddle rows; qd / rows_d (Dd,), scal_d (Dd, 4): the
+// dropped limbs' moduli and inverse tables; qhinv (Dd,), c / corr (Dd, K): the conversion; inv (K,) = D^-1 mod q_k.
+ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::S32> keep,
+                  ffi::Buffer<ffi::S32> drop, ffi::Buffer<ffi::U32> qk, ffi::Buffer<ffi::U32> qd,
+                  ffi::Buffer<ffi::U32> w, ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::S32> rows_k,
+                  ffi::Buffer<ffi::U32> wi, ffi::Buffer<ffi::U32> wis, ffi::Buffer<ffi::U32> scal_d,
+                  ffi::Buffer<ffi::S32> rows_d, ffi::Buffer<ffi::U32> qhinv, ffi::Buffer<ffi::U32> c,
+                  ffi::Buffer<ffi::U32> corr, ffi::Buffer<ffi::U32> inv, ffi::ResultBuffer<ffi::U32> y,
+                  int64_t centered) {
+  auto xd = x.dimensions(), yd = y->dimensions();
+  if (xd.size() < 2) return ffi::Error::InvalidArgument("hemx native: division data must be (..., M, N)");
+  const size_t n = (size_t)xd[xd.size() - 1], M = (size_t)xd[xd.size() - 2];
+  const size_t K = keep.element_count(), Dd = drop.element_count();
+  if (n < 2 || (n & (n - 1))) return ffi::Error::InvalidArgument("hemx native: N must be a power of two >= 2");
+  if (K == 0 || Dd == 0 || qk.element_count() != K || qd.element_count() != Dd || inv.element_count() != K ||
+      scal_d.element_count() != 4 * Dd || qhinv.element_count() != Dd || c.element_count() != Dd * K ||
+      corr.element_count() != Dd * K)
+    return ffi::Error::InvalidArgument("hemx native: division tables do not match");
+  if (yd.size() != xd.size() || (size_t)yd[yd.size() - 2] != K || (size_t)yd[yd.size() - 1] != n)
+    return ffi::Error::InvalidArgument("hemx native: division output must be (..., K, N)");
+  if (auto e = check_rows(rows_k, K, n, w.element_count(), ws.element_count()); e.failure()) return e;
+  if (auto e = check_rows(rows_d, Dd, n, wi.element_count(), wis.element_count()); e.failure()) return e;
+  const int32_t *ki = keep.typed_data(), *di = drop.typed_data();
+  for (size_t i = 0; i < K; ++i)
+    if (ki[i] < 0 || (size_t)ki[i] >= M) return ffi::Error::InvalidArgument("hemx native: kept row out of range");
+  for (size_t i = 0; i < Dd; ++i)
+    if (di[i] < 0 || (size_t)di[i] >= M) return ffi::Error::InvalidArgument("hemx native: dropped row out of range");
+  const uint32_t *qks = qk.typed_data(), *qds = qd.typed_data(), *iv = inv.typed_data();
+  for (size_t i = 0; i < Dd; ++i)
+    if (bad_modulus(qds[i])) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
+  std::vector<uint32_t> inv_s(K);
+  for (size_t i = 0; i < K; ++i) {
+    if (iv[i] >= qks[i]) return ffi::Error::InvalidArgument("hemx native: D^-1 not reduced");
+    inv_s[i] = shoup_of(iv[i], qks[i]);
+  }
+  ConvTables ct;
+  if (auto e = ct.prepare(Dd, K, qds, qhinv.typed_data(), qks, c.typed_data(), corr.typed_data(), centered != 0);
+      e.failure())
+    return e;
+  const BConvTables& T = ct.T;
+  const size_t batch = lead_size(xd, 2);
+  // the dropped rows' coefficients: a scratch buffer of the calling thread (it waits until the helpers finish)
+  thread_local std::vector<uint32_t> scratch;
+  if (scratch.size() < batch * Dd * n) scratch.resize(batch * Dd * n);
+  uint32_t* tmp = scratch.data();
+  const Kernels& kn = for_size(n);
+  const Kernels& kb = n % (2 * active().width) == 0 ? active() : kScalar;
+  const uint32_t *xs = x.typed_data(), *wt = w.typed_data(), *st = ws.typed_data(), *wit = wi.typed_data(),
+                 *sit = wis.typed_data(), *sc = scal_d.typed_data(), *ivs = inv_s.data();
+  const int32_t *rk = rows_k.typed_data(), *rd = rows_d.typed_data();
+  uint32_t* out = y->typed_data();
+  // 1. the dropped rows to coefficients
+  parallel_for(pool, batch * Dd, chunk_for(n), [=, &kn](size_t u) {
+    const size_t b = u / Dd, i = u % Dd, r = (size_t)rd[i];
+    uint32_t* a = tmp + u * n;
+    std::memcpy(a, xs + (b * M + (size_t)di[i]) * n, n * sizeof(uint32_t));
+    kn.inverse(a, n, qds[i], wit + r * n, sit + r * n, sc + 4 * i);
+  });
+  // 2. their centered conversion to the kept limbs, into the output
+  const size_t blk = conv_block(Dd, n, kb.width), blocks = (n + blk - 1) / blk;
+  parallel_for(pool, batch * blocks, 1, [=, &kb, &T](size_t u) {
+    thread_local std::vector<uint32_t> ybuf;
+    if (ybuf.size() < Dd * blk) ybuf.resize(Dd * blk);
+    const size_t b = u / blocks, s = (u % blocks) * blk;
+    kb.bconv_block(T, tmp + b * Dd * n, out + b * K * n, n, s, std::min(blk, n - s), ybuf.data());
+  });
+  // 3. per kept row: forward NTT of the conversion, then (x_keep - conv) * inv, as (x_keep + q - conv) * inv
+  // (below 2q < 2^32: the Shoup product takes any uint32) by the Shoup kernel on a block of the constant
+  parallel_for(pool, batch * K, chunk_for(n), [=, &kn](size_t u) {
+    constexpr size_t CH = 1024;
+    thread_local std::vector<uint32_t> cst;
+    if (cst.size() < 2 * CH) cst.resize(2 * CH);
+    const size_t b = u / K, k = u % K, r = (size_t)rk[k];
+    const uint32_t qv = qks[k];
+    uint32_t* a = out + u * n;
+    const uint32_t* xk = xs + (b * M + (size_t)ki[k]) * n;
+    kn.forward(a, n, qv, wt + r * n, st + r * n);
+    std::fill(cst.begin(), cst.begin() + CH, iv[k]);
+    std::fill(cst.begin() + CH, cst.begin() + 2 * CH, ivs[k]);
+    for (size_t s = 0; s < n; s += CH) {
+      const size_t cnt = std::min(CH, n - s);
+      uint32_t* o = a + s;
+      const uint32_t* v = xk + s;
+      for (size_t j = 0; j < cnt; ++j) o[j] = v[j] + qv - o[j];
+      kn.mul_shoup(o, o, cst.data(), cst.data() + CH, cnt, qv);
+    }
   });
   return ffi::Error::Success();
 }
@@ -388,6 +622,46 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxBConv, hemx::BConv,
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Ret<ffi::Buffer<ffi::U32>>()
+                                  .Attr<int64_t>("centered"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxModUp, hemx::ModUp,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // x
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // q
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // w
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // ws
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // wi
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // wis
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // scal
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // rows
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // digits
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // qhinv
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // c
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // corr
+                                  .Ret<ffi::Buffer<ffi::U32>>()
+                                  .Attr<int64_t>("centered"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxDivide, hemx::Divide,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // x
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // keep
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // drop
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // qk
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // qd
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // w
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // ws
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // rows_k
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // wi
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // wis
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // scal_d
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // rows_d
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // qhinv
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // c
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // corr
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // inv
                                   .Ret<ffi::Buffer<ffi::U32>>()
                                   .Attr<int64_t>("centered"));
 

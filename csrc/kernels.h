@@ -23,6 +23,10 @@ struct BConvTables {
   // {[2^32]_{p_j}, its Shoup companion, floor(2^32 / p_j)}; wide_terms = how many products a 64-bit sum holds
   const uint32_t *kq = nullptr, *pr = nullptr;
   size_t wide_terms = 0;
+  // target row j is written at row j of the output below gap_at, at row j + gap from there on (the fused ModUp
+  // writes a digit's conversion around the digit's own rows of the extended digit)
+  size_t gap_at = ~size_t{0}, gap = 0;
+  size_t out_row(size_t j) const { return j < gap_at ? j : j + gap; }
 };
 
 // One polynomial (n residues, one modulus q < 2^31) per call; in place. Tables are one limb's rows of the

@@ -13,6 +13,15 @@
 // Ranges (Harvey's lazy butterflies). Moduli below 2^30 ("lazy" path): forward values stay in [0, 4q),
 // inverse values in [0, 2q). Moduli in [2^30, 2^31) ("reduced" path): 4q overflows a uint32, so the forward
 // values stay in [0, 2q) and inverse values in [0, q) (one more conditional subtraction per butterfly).
+// Moduli below 2^29 run the forward lazier still, in [0, 8q) (kLazier below).
+//
+// Memory order (cache blocking). A transform of n > kBlock residues first runs the stages whose butterflies
+// span more than a block (half-width h >= kBlock) as sweeps over the whole array, then finishes every
+// kBlock-residue block on its own (all its remaining stages while it sits in L1) before moving on; the
+// inverse runs the same in reverse (blocks first, then the wide stages). Twiddle addressing inside a block:
+// a segment of `len` residues at twiddle base `base` is the set of groups {base * k + i} of the whole
+// transform, so its stage with mloc groups uses w[mloc * base + i], i < mloc (base = 1 for the whole array,
+// base = n / kBlock + b for block b).
 #pragma once
 
 #include <cstddef>
@@ -34,21 +43,49 @@ static inline R mul_lazy(R a, R w, R ws, R q) {
   return V::sub(V::mullo(a, w), V::mullo(hi, q));
 }
 
-template <bool Lazy>
-static inline void fwd_bf(R& x, R& y, R w, R ws, R q, R q2) {
-  if (Lazy) {  // x, y in [0, 4q) -> [0, 4q)
-    x = csub(x, q2);
-    R t = mul_lazy(y, w, ws, q);
-    y = V::add(V::sub(x, t), q2);
-    x = V::add(x, t);
-  } else {  // x, y in [0, 2q) -> [0, 2q)
-    x = csub(x, q);
-    R t = csub(mul_lazy(y, w, ws, q), q);
-    y = V::add(V::sub(x, t), q);
-    x = V::add(x, t);
+// Forward ranges by modulus (the `Mode` of the forward functions). Between stages the values stay in
+//   kReduced (q in [2^30, 2^31)): [0, 2q); every butterfly reduces x and t = w y to [0, q);
+//   kLazy    (q in [2^29, 2^30)): [0, 4q); every butterfly reduces x to [0, 2q) (Harvey);
+//   kLazier  (q < 2^29, so 8q fits a uint32): [0, 8q) at the boundaries of stage pairs (the radix-4 sweeps);
+//            the first stage of a pair (A) reduces x to [0, 4q) and outputs [0, 6q), the second (B) reduces
+//            nothing and outputs [0, 8q): one conditional subtraction per two butterflies instead of one each.
+// A lone stage is an A stage (its output [0, 6q) is inside the pair boundary's range).
+enum { kReduced = 0, kLazy = 1, kLazier = 2 };
+
+struct Consts {
+  R q, q2, q4;  // q, 2q, 4q
+  explicit Consts(uint32_t qs) : q(V::set1(qs)), q2(V::set1(2 * qs)), q4(V::set1(4 * qs)) {}
+};
+
+// Forward butterfly given t = w y mod q in [0, 2q) (any lazy Shoup product): (x, y) -> (x + t, x - t).
+template <int Mode, bool A = true>
+static inline void fwd_bf_t(R& x, R& y, R t, const Consts& c) {
+  if (Mode == kReduced) {  // [0, 2q) -> [0, 2q)
+    x = csub(x, c.q);
+    t = csub(t, c.q);
+    y = V::add(V::sub(x, t), c.q);
+  } else {
+    if (Mode == kLazy) x = csub(x, c.q2);       // [0, 4q) -> [0, 2q): outputs [0, 4q)
+    if (Mode == kLazier && A) x = csub(x, c.q4);  // [0, 8q) -> [0, 4q): outputs [0, 6q); B: [0, 6q) -> [0, 8q)
+    y = V::add(V::sub(x, t), c.q2);
   }
+  x = V::add(x, t);
 }
 
+template <int Mode, bool A = true>
+static inline void fwd_bf(R& x, R& y, R w, R ws, const Consts& c) {
+  fwd_bf_t<Mode, A>(x, y, mul_lazy(y, w, ws, c.q), c);
+}
+
+// A forward value in its mode's range -> [0, q).
+template <int Mode>
+static inline R fwd_reduce(R x, const Consts& c) {
+  if (Mode == kLazier) x = csub(x, c.q4);
+  if (Mode >= kLazy) x = csub(x, c.q2);
+  return csub(x, c.q);
+}
+
+// Inverse ranges: q < 2^30 ("lazy"): values in [0, 2q); q in [2^30, 2^31) ("reduced"): [0, q).
 template <bool Lazy>
 static inline void inv_bf(R& x, R& y, R w, R ws, R q, R q2) {
   if (Lazy) {  // x, y in [0, 2q) -> [0, 2q)
@@ -64,74 +101,94 @@ static inline void inv_bf(R& x, R& y, R w, R ws, R q, R q2) {
   }
 }
 
+// Residues per cache block (16 KiB of uint32: half of a 32 KiB L1 data cache, the rest for the twiddles).
+// Must be a power of two; transforms of n <= kBlock run unblocked.
+constexpr size_t kBlock = 4096;
+
 // ---------------------------------------------------------------------------------------------- forward
-template <bool Lazy>
-static void forward_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, const uint32_t* ws) {
+// Stages (m, h), (2m, h/2), ... of a segment while h >= hmin (and h >= W), radix 4 where two stages remain.
+// Stage (mloc, h) of the segment uses twiddles w[mloc * base + i]. Returns the next (m, h) through m / h.
+template <int Mode>
+static void forward_sweeps(uint32_t* a, size_t base, uint32_t qs, const uint32_t* w, const uint32_t* ws,
+                           size_t& m, size_t& h, size_t hmin) {
   constexpr size_t W = V::W;
-  const R q = V::set1(qs), q2 = V::set1(2 * qs);
-  size_t m = 1, h = n / 2;
-  // radix-4 passes: stages (m, h) and (2m, h/2) in one sweep over memory
-  while (h / 2 >= W && h >= 2) {
-    const size_t h2 = h / 2;
+  const Consts c(qs);
+  while (h / 2 >= hmin && h / 2 >= W && h >= 2) {  // radix-4: stages (m, h) and (2m, h/2) in one sweep
+    const size_t h2 = h / 2, t1 = m * base, t2 = 2 * m * base;
     for (size_t i = 0; i < m; ++i) {
-      const R w1 = V::set1(w[m + i]), s1 = V::set1(ws[m + i]);
-      const R wa = V::set1(w[2 * m + 2 * i]), sa = V::set1(ws[2 * m + 2 * i]);
-      const R wb = V::set1(w[2 * m + 2 * i + 1]), sb = V::set1(ws[2 * m + 2 * i + 1]);
+      const R w1 = V::set1(w[t1 + i]), s1 = V::set1(ws[t1 + i]);
+      const R wa = V::set1(w[t2 + 2 * i]), sa = V::set1(ws[t2 + 2 * i]);
+      const R wb = V::set1(w[t2 + 2 * i + 1]), sb = V::set1(ws[t2 + 2 * i + 1]);
       uint32_t* p = a + 2 * i * h;
       for (size_t j = 0; j < h2; j += W) {
         R x0 = V::load(p + j), x1 = V::load(p + j + h2), x2 = V::load(p + j + h), x3 = V::load(p + j + h + h2);
-        fwd_bf<Lazy>(x0, x2, w1, s1, q, q2);
-        fwd_bf<Lazy>(x1, x3, w1, s1, q, q2);
-        fwd_bf<Lazy>(x0, x1, wa, sa, q, q2);
-        fwd_bf<Lazy>(x2, x3, wb, sb, q, q2);
+        fwd_bf<Mode, true>(x0, x2, w1, s1, c);
+        fwd_bf<Mode, true>(x1, x3, w1, s1, c);
+        fwd_bf<Mode, false>(x0, x1, wa, sa, c);
+        fwd_bf<Mode, false>(x2, x3, wb, sb, c);
         V::store(p + j, x0), V::store(p + j + h2, x1), V::store(p + j + h, x2), V::store(p + j + h + h2, x3);
       }
     }
     m *= 4;
     h /= 4;
   }
-  if (h >= W && h >= 1) {  // one radix-2 stage left
+  if (h >= hmin && h >= W && h >= 1) {  // one radix-2 stage
+    const size_t t1 = m * base;
     for (size_t i = 0; i < m; ++i) {
-      const R w1 = V::set1(w[m + i]), s1 = V::set1(ws[m + i]);
+      const R w1 = V::set1(w[t1 + i]), s1 = V::set1(ws[t1 + i]);
       uint32_t* p = a + 2 * i * h;
       for (size_t j = 0; j < h; j += W) {
         R x = V::load(p + j), y = V::load(p + j + h);
-        fwd_bf<Lazy>(x, y, w1, s1, q, q2);
+        fwd_bf<Mode, true>(x, y, w1, s1, c);
         V::store(p + j, x), V::store(p + j + h, y);
       }
     }
     m *= 2;
     h /= 2;
   }
+}
+
+// Every stage of a segment of len residues at twiddle base `base`, then the reduction to [0, q).
+template <int Mode>
+static void forward_segment(uint32_t* a, size_t len, size_t base, uint32_t qs, const uint32_t* w,
+                            const uint32_t* ws) {
+  constexpr size_t W = V::W;
+  size_t m = 1, h = len / 2;
+  forward_sweeps<Mode>(a, base, qs, w, ws, m, h, 1);
   if (h >= 1) {  // the last stages (h < W) in registers; they also reduce to [0, q)
-    V::template forward_tail<Lazy>(a, n, qs, w, ws, m, h);
+    V::template forward_tail<Mode>(a, len, base, qs, w, ws, h);
   } else {
-    for (size_t j = 0; j < n; j += W) {
-      R x = V::load(a + j);
-      if (Lazy) x = csub(x, q2);
-      V::store(a + j, csub(x, q));
-    }
+    const Consts c(qs);
+    for (size_t j = 0; j < len; j += W) V::store(a + j, fwd_reduce<Mode>(V::load(a + j), c));
   }
 }
 
+template <int Mode>
+static void forward_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, const uint32_t* ws) {
+  constexpr size_t blk = kBlock;
+  if (n <= blk) {
+    forward_segment<Mode>(a, n, 1, qs, w, ws);
+    return;
+  }
+  // the stages that span more than a block, over the whole array; then each block on its own
+  size_t m = 1, h = n / 2;
+  forward_sweeps<Mode>(a, 1, qs, w, ws, m, h, blk);
+  for (size_t b = 0; b < m; ++b) forward_segment<Mode>(a + b * blk, blk, m + b, qs, w, ws);
+}
+
 // ---------------------------------------------------------------------------------------------- inverse
+// Stages m = m_hi, m_hi / 2, ..., m_lo (h = len / (2m) >= W) of a segment, radix 4 where two remain.
 template <bool Lazy>
-static void inverse_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, const uint32_t* ws,
-                      const uint32_t* scal) {
+static void inverse_sweeps(uint32_t* a, size_t base, uint32_t qs, const uint32_t* w, const uint32_t* ws,
+                           size_t m, size_t h, size_t m_lo) {
   constexpr size_t W = V::W;
   const R q = V::set1(qs), q2 = V::set1(2 * qs);
-  size_t m = n / 2, h = 1;
-  if (W > 1) {  // the first stages (h < W) in registers
-    h = V::template inverse_tail<Lazy>(a, n, qs, w, ws);
-    m = n / (2 * h);
-  }
-  // radix-4 passes over stages (m, h) and (m/2, 2h); the last stage (m = 1) is the scaling pass below
-  while (m >= 4) {
-    const size_t half = m / 2;
+  while (m / 2 >= m_lo && m >= 2) {  // radix-4 passes over stages (m, h) and (m/2, 2h)
+    const size_t half = m / 2, t1 = m * base, t2 = half * base;
     for (size_t i = 0; i < half; ++i) {
-      const R wa = V::set1(w[m + 2 * i]), sa = V::set1(ws[m + 2 * i]);
-      const R wb = V::set1(w[m + 2 * i + 1]), sb = V::set1(ws[m + 2 * i + 1]);
-      const R w2 = V::set1(w[half + i]), s2 = V::set1(ws[half + i]);
+      const R wa = V::set1(w[t1 + 2 * i]), sa = V::set1(ws[t1 + 2 * i]);
+      const R wb = V::set1(w[t1 + 2 * i + 1]), sb = V::set1(ws[t1 + 2 * i + 1]);
+      const R w2 = V::set1(w[t2 + i]), s2 = V::set1(ws[t2 + i]);
       uint32_t* p = a + 4 * i * h;
       for (size_t j = 0; j < h; j += W) {
         R x0 = V::load(p + j), x1 = V::load(p + j + h), x2 = V::load(p + j + 2 * h), x3 = V::load(p + j + 3 * h);
@@ -145,9 +202,10 @@ static void inverse_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, con
     m /= 4;
     h *= 4;
   }
-  if (m == 2) {
-    for (size_t i = 0; i < 2; ++i) {
-      const R w1 = V::set1(w[2 + i]), s1 = V::set1(ws[2 + i]);
+  if (m >= m_lo && m >= 1) {  // one radix-2 stage
+    const size_t t1 = m * base;
+    for (size_t i = 0; i < m; ++i) {
+      const R w1 = V::set1(w[t1 + i]), s1 = V::set1(ws[t1 + i]);
       uint32_t* p = a + 2 * i * h;
       for (size_t j = 0; j < h; j += W) {
         R x = V::load(p + j), y = V::load(p + j + h);
@@ -155,19 +213,149 @@ static void inverse_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, con
         V::store(p + j, x), V::store(p + j + h, y);
       }
     }
-    m = 1;
-    h *= 2;
+  }
+}
+
+// Stages m = len/2 ... m_lo of a segment at twiddle base `base` (the first ones, h < W, in registers).
+template <bool Lazy>
+static void inverse_segment(uint32_t* a, size_t len, size_t base, uint32_t qs, const uint32_t* w,
+                            const uint32_t* ws, size_t m_lo) {
+  size_t h = 1;
+  if (V::W > 1) h = V::template inverse_tail<Lazy>(a, len, base, qs, w, ws);
+  inverse_sweeps<Lazy>(a, base, qs, w, ws, len / (2 * h), h, m_lo);
+}
+
+template <bool Lazy>
+static void inverse_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, const uint32_t* ws,
+                      const uint32_t* scal) {
+  constexpr size_t W = V::W;
+  const R q = V::set1(qs), q2 = V::set1(2 * qs);
+  constexpr size_t blk = kBlock;
+  // the last two stages (m = 2, 1) run as one radix-4 pass with the scaling where each quarter holds a vector
+  const bool last4 = n / 4 >= W;
+  const size_t m_lo = last4 ? 4 : 2;
+  if (n <= blk) {
+    inverse_segment<Lazy>(a, n, 1, qs, w, ws, m_lo);
+  } else {  // each block on its own, then the stages that span more than a block
+    const size_t nb = n / blk;  // with two blocks, their own last stage (global m = 2) joins the final pass
+    for (size_t b = 0; b < nb; ++b) inverse_segment<Lazy>(a + b * blk, blk, nb + b, qs, w, ws, nb == 2 ? 2 : 1);
+    inverse_sweeps<Lazy>(a, 1, qs, w, ws, nb / 2, blk, m_lo);
   }
   // last stage: X = (x + y) / N, Y = (x - y) psi^-1 / N, fully reduced
   const R ni = V::set1(scal[0]), nis = V::set1(scal[1]), wl = V::set1(scal[2]), wls = V::set1(scal[3]);
   const R off = Lazy ? q2 : q;
-  for (size_t j = 0; j < h; j += W) {
-    R x = V::load(a + j), y = V::load(a + j + h);
-    R s = csub(mul_lazy(V::add(x, y), ni, nis, q), q);
-    R d = csub(mul_lazy(V::add(V::sub(x, y), off), wl, wls, q), q);
-    V::store(a + j, s), V::store(a + j + h, d);
+  auto last = [&](R x, R y, R& s, R& d) {
+    s = csub(mul_lazy(V::add(x, y), ni, nis, q), q);
+    d = csub(mul_lazy(V::add(V::sub(x, y), off), wl, wls, q), q);
+  };
+  if (last4) {  // stage m = 2 (twiddles w[2], w[3]) on the quarters, then the last stage
+    const size_t h = n / 4;
+    const R wa = V::set1(w[2]), sa = V::set1(ws[2]), wb = V::set1(w[3]), sb = V::set1(ws[3]);
+    for (size_t j = 0; j < h; j += W) {
+      R x0 = V::load(a + j), x1 = V::load(a + j + h), x2 = V::load(a + j + 2 * h), x3 = V::load(a + j + 3 * h);
+      inv_bf<Lazy>(x0, x1, wa, sa, q, q2);
+      inv_bf<Lazy>(x2, x3, wb, sb, q, q2);
+      R s0, d0, s1, d1;
+      last(x0, x2, s0, d0);
+      last(x1, x3, s1, d1);
+      V::store(a + j, s0), V::store(a + j + h, s1), V::store(a + j + 2 * h, d0), V::store(a + j + 3 * h, d1);
+    }
+  } else {
+    const size_t h = n / 2;
+    for (size_t j = 0; j < h; j += W) {
+      R s, d;
+      last(V::load(a + j), V::load(a + j + h), s, d);
+      V::store(a + j, s), V::store(a + j + h, d);
+    }
   }
 }
+
+// ------------------------------------------------------------------------------------- generic tails
+// The stages with h < W one lane at a time (the AVX2 build's tails). Forward: stages h, h/2, ..., 1 of a
+// segment, then the reduction to [0, q); inverse: stages h = 1, 2, ... while h < hmax, returns the next h.
+namespace gtail {
+static inline uint32_t csub1(uint32_t x, uint32_t c) { return x >= c ? x - c : x; }
+static inline uint32_t mul1(uint32_t a, uint32_t w, uint32_t ws, uint32_t q) {
+  uint32_t hi = (uint32_t)(((uint64_t)a * ws) >> 32);
+  return a * w - hi * q;
+}
+// one forward stage of half-width h (H: h as a compile-time constant when small, 0 otherwise); every stage here
+// is an A stage (kLazier: x reduced to [0, 4q), outputs [0, 6q))
+template <int Mode, size_t H>
+static void forward_stage(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w, const uint32_t* ws,
+                          size_t h_rt) {
+  const size_t h = H ? H : h_rt;
+  const uint32_t q2 = 2 * q, q4 = 4 * q;
+  const size_t m = len / (2 * h), t = m * base;
+  for (size_t i = 0; i < m; ++i) {
+    const uint32_t wi = w[t + i], si = ws[t + i];
+    uint32_t* p = a + 2 * i * h;
+    for (size_t j = 0; j < h; ++j) {
+      uint32_t x = p[j], y = p[j + h];
+      if (Mode == kReduced) {
+        x = csub1(x, q);
+        uint32_t tt = csub1(mul1(y, wi, si, q), q);
+        p[j] = x + tt, p[j + h] = x - tt + q;
+      } else {
+        x = Mode == kLazier ? csub1(x, q4) : csub1(x, q2);
+        uint32_t tt = mul1(y, wi, si, q);
+        p[j] = x + tt, p[j + h] = x - tt + q2;
+      }
+    }
+  }
+}
+template <int Mode>
+static void forward(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w, const uint32_t* ws,
+                    size_t h) {
+  for (; h >= 1; h /= 2) {
+    if (h == 4) forward_stage<Mode, 4>(a, len, base, q, w, ws, h);
+    else if (h == 2) forward_stage<Mode, 2>(a, len, base, q, w, ws, h);
+    else if (h == 1) forward_stage<Mode, 1>(a, len, base, q, w, ws, h);
+    else forward_stage<Mode, 0>(a, len, base, q, w, ws, h);
+  }
+  const uint32_t q2 = 2 * q, q4 = 4 * q;
+  for (size_t j = 0; j < len; ++j) {
+    uint32_t x = a[j];
+    if (Mode == kLazier) x = csub1(x, q4);
+    if (Mode >= kLazy) x = csub1(x, q2);
+    a[j] = csub1(x, q);
+  }
+}
+// one inverse stage of half-width h (H as in forward_stage)
+template <bool Lazy, size_t H>
+static void inverse_stage(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w, const uint32_t* ws,
+                          size_t h_rt) {
+  const size_t h = H ? H : h_rt;
+  const uint32_t q2 = 2 * q;
+  const size_t m = len / (2 * h), t = m * base;
+  for (size_t i = 0; i < m; ++i) {
+    const uint32_t wi = w[t + i], si = ws[t + i];
+    uint32_t* p = a + 2 * i * h;
+    for (size_t j = 0; j < h; ++j) {
+      uint32_t x = p[j], y = p[j + h];
+      if (Lazy) {
+        p[j] = csub1(x + y, q2);
+        p[j + h] = mul1(x - y + q2, wi, si, q);
+      } else {
+        p[j] = csub1(x + y, q);
+        p[j + h] = csub1(mul1(x - y + q, wi, si, q), q);
+      }
+    }
+  }
+}
+template <bool Lazy>
+static size_t inverse(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w, const uint32_t* ws,
+                      size_t hmax) {
+  size_t h = 1;
+  for (; h < hmax && h < len; h *= 2) {
+    if (h == 1) inverse_stage<Lazy, 1>(a, len, base, q, w, ws, h);
+    else if (h == 2) inverse_stage<Lazy, 2>(a, len, base, q, w, ws, h);
+    else if (h == 4) inverse_stage<Lazy, 4>(a, len, base, q, w, ws, h);
+    else inverse_stage<Lazy, 0>(a, len, base, q, w, ws, h);
+  }
+  return h;
+}
+}  // namespace gtail
 
 // a * w mod q, fully reduced, streaming (the roofline's memory probe and a kernel of its own)
 static void mul_shoup_t(uint32_t* out, const uint32_t* a, const uint32_t* w, const uint32_t* ws, size_t n,
@@ -183,20 +371,32 @@ static void mul_shoup_t(uint32_t* out, const uint32_t* a, const uint32_t* w, con
   }
 }
 
-// in-L1 probe: `reps` radix-4 sweeps of lazy forward butterflies over a 2^k block; returns butterflies done
-static uint64_t butterfly_probe_t(uint32_t* a, size_t n, uint32_t qs, uint32_t wv, uint32_t wsv, uint64_t reps) {
+// in-L1 probe: `reps` radix-4 sweeps of forward butterflies over a 2^k block, in the mode the forward NTT
+// uses for this modulus (the same butterflies as its sweeps); returns butterflies done
+template <int Mode>
+static void probe_sweeps(uint32_t* a, size_t n, uint32_t qs, uint32_t wv, uint32_t wsv, uint64_t reps) {
   constexpr size_t W = V::W;
-  const R q = V::set1(qs), q2 = V::set1(2 * qs), w = V::set1(wv), s = V::set1(wsv);
+  const Consts c(qs);
+  const R w = V::set1(wv), s = V::set1(wsv);
   const size_t h = n / 4;
   for (uint64_t r = 0; r < reps; ++r) {
     for (size_t j = 0; j < h; j += W) {
       R x0 = V::load(a + j), x1 = V::load(a + j + h), x2 = V::load(a + j + 2 * h), x3 = V::load(a + j + 3 * h);
-      fwd_bf<true>(x0, x2, w, s, q, q2);
-      fwd_bf<true>(x1, x3, w, s, q, q2);
-      fwd_bf<true>(x0, x1, w, s, q, q2);
-      fwd_bf<true>(x2, x3, w, s, q, q2);
+      fwd_bf<Mode, true>(x0, x2, w, s, c);
+      fwd_bf<Mode, true>(x1, x3, w, s, c);
+      fwd_bf<Mode, false>(x0, x1, w, s, c);
+      fwd_bf<Mode, false>(x2, x3, w, s, c);
       V::store(a + j, x0), V::store(a + j + h, x1), V::store(a + j + 2 * h, x2), V::store(a + j + 3 * h, x3);
     }
+  }
+}
+static uint64_t butterfly_probe_t(uint32_t* a, size_t n, uint32_t qs, uint32_t wv, uint32_t wsv, uint64_t reps) {
+  if (qs < (1u << 29)) {
+    probe_sweeps<kLazier>(a, n, qs, wv, wsv, reps);
+    const R q4 = V::set1(4 * qs);  // [0, 8q) -> the lazy range [0, 4q) the probe's output promises
+    for (size_t j = 0; j < n; j += V::W) V::store(a + j, csub(V::load(a + j), q4));
+  } else {
+    probe_sweeps<kLazy>(a, n, qs, wv, wsv, reps);
   }
   return reps * (n / 2) * 2;
 }
@@ -211,8 +411,9 @@ Kernels HEMX_CAT(kernels_, HEMX_ISA)() {
   k.name = HEMX_STR(HEMX_ISA);
   k.width = HEMX_ISA::V::W;
   k.forward = [](uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws) {
-    if (q < (1u << 30)) HEMX_ISA::forward_t<true>(a, n, q, w, ws);
-    else HEMX_ISA::forward_t<false>(a, n, q, w, ws);
+    if (q < (1u << 29)) HEMX_ISA::forward_t<HEMX_ISA::kLazier>(a, n, q, w, ws);
+    else if (q < (1u << 30)) HEMX_ISA::forward_t<HEMX_ISA::kLazy>(a, n, q, w, ws);
+    else HEMX_ISA::forward_t<HEMX_ISA::kReduced>(a, n, q, w, ws);
   };
   k.inverse = [](uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws, const uint32_t* s) {
     if (q < (1u << 30)) HEMX_ISA::inverse_t<true>(a, n, q, w, ws, s);

@@ -33,7 +33,7 @@ static void bconv_wide_rows(const BConvTables& T, const uint32_t* ybuf, uint32_t
     const R p = VV::set1(T.p[j]), r = VV::set1(T.pr[3 * j]), rs = VV::set1(T.pr[3 * j + 1]);
     const R one_s = VV::set1(T.pr[3 * j + 2]);
     const uint32_t *cj = T.c + j * T.L, *kj = T.kq + j * T.L;
-    uint32_t* oj = out + j * n + lo;
+    uint32_t* oj = out + T.out_row(j) * n + lo;
     for (size_t k = 0; k < cnt; k += W) {
       R e = zero, o = zero;
       size_t left = T.wide_terms;
@@ -54,7 +54,8 @@ static void bconv_wide_rows(const BConvTables& T, const uint32_t* ybuf, uint32_t
   }
 }
 
-// Coefficients [lo, lo + cnt) of one polynomial x (L rows of stride n) into out (L' rows of stride n);
+// Coefficients [lo, lo + cnt) of one polynomial x (L rows of stride n) into out (L' rows of stride n, target j at
+// row T.out_row(j));
 // ybuf holds L * cnt words. cnt is a multiple of V::W.
 template <class VV = V>
 static void bconv_block_t(const BConvTables& T, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,
@@ -72,7 +73,7 @@ static void bconv_block_t(const BConvTables& T, const uint32_t* x, uint32_t* out
   for (size_t j = 0; j < T.Lp; ++j) {
     const R p = V::set1(T.p[j]);
     const uint32_t *cj = T.c + j * T.L, *csj = T.c_s + j * T.L, *ncj = T.ncorr + j * T.L;
-    uint32_t* oj = out + j * n + lo;
+    uint32_t* oj = out + T.out_row(j) * n + lo;
     size_t k = 0;
     for (; k + 2 * W <= cnt; k += 2 * W) {  // two vectors at a time: independent chains for the pipeline
       R acc0 = V::set1(0), acc1 = V::set1(0);

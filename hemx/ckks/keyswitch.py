@@ -39,6 +39,7 @@ import jax.numpy as jnp
 from hemx.errors import ParameterError
 from hemx.kernels import bconv as bconv_kernels
 from hemx.kernels import modarith
+from hemx.kernels import native
 from hemx.kernels import ntt as ntt_kernels
 
 
@@ -63,6 +64,21 @@ def _modup_digit(x_coef, x_ntt, plan, bplan, *, lo: int, hi: int, num_p: int, nu
     return jnp.concatenate(parts, axis=-2)
 
 
+def _fusable(plan) -> bool:
+    """Whether the fused native passes (:func:`hemx.kernels.native.modup` / ``divide_by_dropped``) can run ``plan``'s
+    transforms: it has butterfly tables ("native" or "butterfly" plans), and the library here has the passes
+    (``native.has_fused_keyswitch``; False where it is unavailable or disabled). They then run where the program
+    is lowered for CPU (``native.on_cpu``); the JAX path everywhere else."""
+    return plan.butterfly is not None and native.has_fused_keyswitch()
+
+
+def _modup_jax(x_ntt, plan, modup_plans, *, digits, num_p: int, num_q: int):
+    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, num_p, num_p + num_q))
+    exts = [_modup_digit(x_coef, x_ntt, plan, bplan, lo=lo, hi=hi, num_p=num_p, num_q=num_q)
+            for (lo, hi), bplan in zip(digits, modup_plans)]
+    return jnp.stack(exts, axis=-3)
+
+
 def modup(x_ntt, plan, modup_plans, *, digits, num_p: int, num_q: int):
     """Extended digits of ``x`` over ``Q_l P``: ``(..., D, num_p + num_q, N)`` in the NTT domain.
 
@@ -71,11 +87,16 @@ def modup(x_ntt, plan, modup_plans, *, digits, num_p: int, num_q: int):
         plan: the context's NTT plan over ``P + Q``.
         modup_plans: one basis-conversion plan per digit (digit limbs -> the other limbs of ``Q_l P``).
         digits: static ``((lo, hi), ...)`` limb ranges of the digits, clipped to ``num_q``.
+
+    On CPU with the native library and a plan with butterfly tables this is one fused custom call
+    (:func:`hemx.kernels.native.modup`, writing the digits in place); elsewhere the JAX kernels. Bit-identical.
     """
-    x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, num_p, num_p + num_q))
-    exts = [_modup_digit(x_coef, x_ntt, plan, bplan, lo=lo, hi=hi, num_p=num_p, num_q=num_q)
-            for (lo, hi), bplan in zip(digits, modup_plans)]
-    return jnp.stack(exts, axis=-3)
+    kw = dict(digits=tuple(digits), num_p=num_p, num_q=num_q)
+    modup_plans = tuple(modup_plans)
+    if not _fusable(plan):
+        return _modup_jax(x_ntt, plan, modup_plans, **kw)
+    return native.on_cpu(lambda x, pl, mps: native.modup(x, pl, mps, digits=kw["digits"], num_p=num_p),
+                         lambda x, pl, mps: _modup_jax(x, pl, mps, **kw), x_ntt, plan, modup_plans)
 
 
 def inner_product(ext, key, plan, *, num_p: int, num_q: int):
@@ -93,6 +114,23 @@ def _ranges_plan(plan, ranges: tuple[tuple[int, int], ...]):
     return ntt_kernels.select_limbs(plan, tuple(i for a, b in ranges for i in range(a, b)))
 
 
+def _divide_jax(keep_ntt, drop_ntt, plan, conv_plan, inv, *, keep, ranges, reduction: str):
+    coef = ntt_kernels.intt(drop_ntt, _ranges_plan(plan, ranges))
+    conv = ntt_kernels.ntt(bconv_kernels.bconv(coef, conv_plan), limb_plan(plan, *keep))
+    table = limb_table(plan, *keep)
+    return modarith.mul_known(modarith.sub_mod(keep_ntt, conv, table.q), inv, table, reduction)
+
+
+def _divide_native(x, plan, conv_plan, inv, *, keep_rows, drop_rows, keep, ranges):
+    """:func:`divide_by_dropped` as one native call on rows of one array ``x`` ``(..., M, N)``."""
+    return native.divide_by_dropped(x, limb_plan(plan, *keep), _ranges_plan(plan, ranges), conv_plan, inv,
+                                    keep_rows=tuple(keep_rows), drop_rows=tuple(drop_rows))
+
+
+def _drop_ranges(drop) -> tuple[tuple[int, int], ...]:
+    return tuple(tuple(r) for r in drop) if isinstance(drop[0], tuple) else (tuple(drop),)
+
+
 def divide_by_dropped(keep_ntt, drop_ntt, plan, conv_plan, inv, *, keep: tuple[int, int], drop, reduction: str):
     """``(x - Conv_{D->K}([x]_D)) * D^-1`` over the kept limbs: rounding division by the product ``D`` of the
     dropped limbs (NTT domain in and out). ModDown is this with ``D = P``; rescaling with ``D`` = the top
@@ -102,12 +140,23 @@ def divide_by_dropped(keep_ntt, drop_ntt, plan, conv_plan, inv, *, keep: tuple[i
     ``D -> K`` (so the division rounds), ``inv`` the known operand ``D^-1 mod k_j``.
 
     Shapes: ``keep_ntt`` ``(..., |K|, N)``, ``drop_ntt`` ``(..., |D|, N)`` -> ``(..., |K|, N)``.
+
+    On CPU with the native library and a plan with butterfly tables: one fused custom call
+    (:func:`hemx.kernels.native.divide_by_dropped`) on ``[keep_ntt, drop_ntt]`` (XLA folds that concatenation
+    when both are adjacent slices of one array, as in a rescale); elsewhere the JAX kernels. Bit-identical.
     """
-    ranges = tuple(drop) if isinstance(drop[0], tuple) else (tuple(drop),)
-    coef = ntt_kernels.intt(drop_ntt, _ranges_plan(plan, ranges))
-    conv = ntt_kernels.ntt(bconv_kernels.bconv(coef, conv_plan), limb_plan(plan, *keep))
-    table = limb_table(plan, *keep)
-    return modarith.mul_known(modarith.sub_mod(keep_ntt, conv, table.q), inv, table, reduction)
+    ranges = _drop_ranges(drop)
+    jax_fn = lambda k, d, pl, cp, iv: _divide_jax(k, d, pl, cp, iv, keep=keep, ranges=ranges,  # noqa: E731
+                                                  reduction=reduction)
+    if not _fusable(plan):
+        return jax_fn(keep_ntt, drop_ntt, plan, conv_plan, inv)
+    nk, nd = keep_ntt.shape[-2], drop_ntt.shape[-2]
+
+    def native_fn(k, d, pl, cp, iv):
+        return _divide_native(jnp.concatenate([k, d], axis=-2), pl, cp, iv, keep_rows=range(nk),
+                              drop_rows=range(nk, nk + nd), keep=keep, ranges=ranges)
+
+    return native.on_cpu(native_fn, jax_fn, keep_ntt, drop_ntt, plan, conv_plan, inv)
 
 
 class RescaleFold(NamedTuple):
@@ -145,24 +194,52 @@ def _fold_addend(fold: RescaleFold, plan, *, a: int, b: int, num_p: int, reducti
     return modarith.mul_known(fold.addend[..., a - num_p : b - num_p, :], pm, tab, reduction)
 
 
+def _finish_fold_jax(acc, fold, plan, *, num_p: int, num_q: int, reduction: str):
+    kept = fold.kept()
+    addend = _fold_addend(fold, plan, a=num_p, b=num_p + num_q, num_p=num_p, reduction=reduction)
+    y = modarith.add_mod(acc[..., num_p:, :], addend, limb_table(plan, num_p, num_p + num_q).q)
+    dropped = jnp.concatenate([acc[..., :num_p, :], y[..., kept:, :]], axis=-2)
+    return _divide_jax(y[..., :kept, :], dropped, plan, fold.conv, fold.inv, keep=(num_p, num_p + kept),
+                       ranges=((0, num_p), (num_p + kept, num_p + num_q)), reduction=reduction)
+
+
+def _finish_fold_native(acc, fold, plan, *, num_p: int, num_q: int, reduction: str):
+    """The folded division as one native call on ``[acc_P, acc_Q + P addend]`` (one XLA fusion writes it)."""
+    kept, m = fold.kept(), num_p + num_q
+    addend = _fold_addend(fold, plan, a=num_p, b=m, num_p=num_p, reduction=reduction)
+    y = modarith.add_mod(acc[..., num_p:, :], addend, limb_table(plan, num_p, m).q)
+    z = jnp.concatenate([acc[..., :num_p, :], y], axis=-2)
+    return _divide_native(z, plan, fold.conv, fold.inv, keep_rows=range(num_p, num_p + kept),
+                          drop_rows=tuple(range(num_p)) + tuple(range(num_p + kept, m)), keep=(num_p, num_p + kept),
+                          ranges=((0, num_p), (num_p + kept, m)))
+
+
 def finish(acc, plan, moddown_plan, p_inv, *, num_p: int, num_q: int, reduction: str,
            fold: RescaleFold | None = None):
     """The last step of a key switch on the full accumulator ``acc`` ``(..., 2, num_p + num_q, N)``: ModDown to
     ``(..., 2, num_q, N)``, or with ``fold`` the folded ModDown and rescale to ``(..., 2, num_q - drop, N)``."""
     if fold is None:
         return moddown(acc, plan, moddown_plan, p_inv, num_p=num_p, num_q=num_q, reduction=reduction)
-    kept = fold.kept()
-    addend = _fold_addend(fold, plan, a=num_p, b=num_p + num_q, num_p=num_p, reduction=reduction)
-    y = modarith.add_mod(acc[..., num_p:, :], addend, limb_table(plan, num_p, num_p + num_q).q)
-    dropped = jnp.concatenate([acc[..., :num_p, :], y[..., kept:, :]], axis=-2)
-    return divide_by_dropped(y[..., :kept, :], dropped, plan, fold.conv, fold.inv, keep=(num_p, num_p + kept),
-                             drop=((0, num_p), (num_p + kept, num_p + num_q)), reduction=reduction)
+    kw = dict(num_p=num_p, num_q=num_q, reduction=reduction)
+    if not _fusable(plan):
+        return _finish_fold_jax(acc, fold, plan, **kw)
+    return native.on_cpu(lambda a, f, pl: _finish_fold_native(a, f, pl, **kw),
+                         lambda a, f, pl: _finish_fold_jax(a, f, pl, **kw), acc, fold, plan)
 
 
 def moddown(acc, plan, moddown_plan, p_inv, *, num_p: int, num_q: int, reduction: str):
-    """``(acc - Conv_{P->Q}([acc]_P)) * P^-1`` over ``Q_l``: ``(..., m, N) -> (..., num_q, N)`` (NTT domain)."""
-    return divide_by_dropped(acc[..., num_p:, :], acc[..., :num_p, :], plan, moddown_plan, p_inv,
-                             keep=(num_p, num_p + num_q), drop=(0, num_p), reduction=reduction)
+    """``(acc - Conv_{P->Q}([acc]_P)) * P^-1`` over ``Q_l``: ``(..., m, N) -> (..., num_q, N)`` (NTT domain).
+
+    Native (CPU, library available, butterfly tables): one fused call on ``acc``'s rows, no sliced copies."""
+    m = num_p + num_q
+    kw = dict(keep=(num_p, m), ranges=((0, num_p),))
+    jax_fn = lambda a, pl, cp, iv: _divide_jax(a[..., num_p:, :], a[..., :num_p, :], pl, cp, iv,  # noqa: E731
+                                               reduction=reduction, **kw)
+    if not _fusable(plan):
+        return jax_fn(acc, plan, moddown_plan, p_inv)
+    return native.on_cpu(
+        lambda a, pl, cp, iv: _divide_native(a, pl, cp, iv, keep_rows=range(num_p, m), drop_rows=range(num_p), **kw),
+        jax_fn, acc, plan, moddown_plan, p_inv)
 
 
 def _after(token, bplan):

@@ -29,6 +29,7 @@ REGRESSIONS = {
         bytes.fromhex("02fd27ff41"),  # preset(levels=<float>): TypeError in create
         bytes.fromhex("000005000201000201001c000000bbbbbbbbbb0001001f0100030100280000"),  # sigma=None: TypeError
         bytes.fromhex("00000500000100012607fd4100f80300566002ff84ff000000"),  # levels=0, base_bits=(): ZeroDivision
+        bytes.fromhex("000005a80201000201401c0015000100970105"),  # levels=2^52.8: MemoryError building level_bits
     ],
 }
 

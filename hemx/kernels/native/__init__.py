@@ -18,6 +18,10 @@ loads (``isa()``).
   :func:`hemx.kernels.modarith.mul_sum`.
 * :func:`bconv`: the fast basis conversion of a :class:`hemx.kernels.bconv.BConvPlan` (plain or centered),
   like :func:`hemx.kernels.bconv.bconv`.
+* :func:`modup` / :func:`divide_by_dropped`: the key switch's fused passes, each one call writing its result in
+  place: ModUp of ``Q_l`` to the extended digits (INTT, each digit's basis conversion, NTT), and the rounding
+  division by dropped limbs that ModDown and rescaling share (INTT, centered conversion, NTT, ``(x - conv) D^-1``),
+  bit-identical to :func:`hemx.ckks.keyswitch.modup` / :func:`~hemx.ckks.keyswitch.divide_by_dropped`.
 * :func:`on_cpu`: the dispatch rule of the kernels' ``method="auto"``: the native kernel where the program is
   lowered for CPU and the library is available, the JAX kernel everywhere else (``jax.lax.platform_dependent``,
   so ``jax.export`` for cuda / tpu never sees a custom call).
@@ -54,6 +58,13 @@ _TARGETS = {
     "hemx_inner_product": "HemxInnerProduct",
     "hemx_bconv": "HemxBConv",
 }
+# Targets a library built before them lacks: registered where present (``has_fused_keyswitch``), so an older
+# build still serves the kernels above and the key switch keeps its unfused path.
+_OPTIONAL_TARGETS = {
+    "hemx_modup": "HemxModUp",
+    "hemx_divide": "HemxDivide",
+}
+_registered: set = set()
 _lock = threading.Lock()
 _state: dict = {}
 
@@ -85,6 +96,10 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
                 lib.hemx_native_set_max_threads.argtypes = [ctypes.c_int]
                 for target, symbol in _TARGETS.items():
                     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
+                for target, symbol in _OPTIONAL_TARGETS.items():
+                    if hasattr(lib, symbol):
+                        jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
+                        _registered.add((path, target))
                 result = (lib, "")
             except (OSError, AttributeError, RuntimeError, ValueError) as exc:
                 result = (None, f"native library {path} failed to load: {type(exc).__name__}: {exc}")
@@ -124,6 +139,12 @@ def reason() -> str:
 def available() -> bool:
     """True when the native kernels can run here (library loaded, CPU backend, not disabled)."""
     return reason() == ""
+
+
+def has_fused_keyswitch() -> bool:
+    """True when the native kernels are available and the library has the fused key-switching passes
+    (:func:`modup`, :func:`divide_by_dropped`; a library built before them has not)."""
+    return available() and all((library_path(), t) in _registered for t in _OPTIONAL_TARGETS)
 
 
 def _lib() -> ctypes.CDLL:
@@ -190,7 +211,10 @@ def describe() -> str:
 
 
 def _call(target: str, x, *tables):
-    return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape, x.dtype), input_output_aliases={0: 0})(x, *tables)
+    # Out of place: the handlers copy each (batch, limb) row into the output as they reach it (cache-hot) when
+    # the buffers differ. Aliasing the input (input_output_aliases) made XLA copy a live input whole before the
+    # call, one more pass over memory: 0.6-1 ms of a 30-limb N = 2^16 NTT.
+    return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape, x.dtype))(x, *tables)
 
 
 def _batched_rule(fn):
@@ -361,6 +385,95 @@ def bconv(x, plan):
         u32(plan.qhat_mod_p.value, (nl, nlp)), u32(plan.corr.value, (nl, nlp)))
 
 
+# ---------------------------------------------------------------------------- fused key-switching passes
+
+
+def _modup_shape(x, q, w, ws, wi, wis, scal, rows, digits, *rest):
+    return x.shape[:-2] + (digits.shape[0], q.shape[0], x.shape[-1])
+
+
+def _divide_shape(x, keep, *rest):
+    return x.shape[:-2] + (keep.shape[0], x.shape[-1])
+
+
+_modup_calls = {c: _make_general("hemx_modup", _modup_shape, centered=np.int64(c)) for c in (False, True)}
+_divide_calls = {c: _make_general("hemx_divide", _divide_shape, centered=np.int64(c)) for c in (False, True)}
+
+
+def _ntt_tables(plan):
+    """``(q (L,), rows (L,), w, ws, wi, wis (R, N), scal (L, 4))`` of an NTT plan with butterfly tables."""
+    bt = _butterfly_tables(plan)
+    q = plan.table.q.reshape(-1).astype(jnp.uint32)
+    scal = jnp.stack([bt.ninv.value[:, 0], bt.ninv.shoup[:, 0], bt.inv_last.value[:, 1], bt.inv_last.shoup[:, 1]],
+                     axis=1).astype(jnp.uint32)
+    return q, _rows(bt, plan), bt.fwd.value, bt.fwd.shoup, bt.inv.value, bt.inv.shoup, scal
+
+
+def _flat(a):
+    return jnp.asarray(a).reshape(-1).astype(jnp.uint32)
+
+
+def modup(x_ntt, plan, conv_plans, *, digits, num_p: int):
+    """The extended digits of ``x_ntt`` ``(..., num_q, N)`` (NTT domain over ``Q_l``): ``(..., D, num_p + num_q, N)``
+    over ``Q_l P`` in the NTT domain, in one call; bit-identical to :func:`hemx.ckks.keyswitch.modup`.
+
+    ``plan``: an NTT plan with butterfly tables ("native" or "butterfly") over at least the limbs ``[P, Q_l]``
+    (the first ``num_p + num_q`` limbs); ``conv_plans``: one :class:`~hemx.kernels.bconv.BConvPlan` per digit
+    from its limbs to ``[P, Q_<lo, Q_>=hi]``; ``digits``: static ``((lo, hi), ...)`` covering ``[0, num_q)``.
+    """
+    _lib()
+    from hemx.kernels import ntt as ntt_kernels  # noqa: PLC0415
+
+    num_q = x_ntt.shape[-2]
+    m = num_p + num_q
+    digits = tuple((int(lo), int(hi)) for lo, hi in digits)
+    if x_ntt.dtype != jnp.uint32 or x_ntt.ndim < 2 or x_ntt.shape[-1] != plan.n or plan.num_limbs < m:
+        raise ShapeError(f"ModUp input must be uint32 (..., num_q, {plan.n}) with num_p + num_q <= {plan.num_limbs}; "
+                         f"got {x_ntt.dtype} {tuple(x_ntt.shape)}")
+    if len(conv_plans) != len(digits) or not digits or digits[0][0] != 0 or digits[-1][1] != num_q or any(
+            a[1] != b[0] for a, b in zip(digits, digits[1:])) or any(lo >= hi for lo, hi in digits):
+        raise ShapeError(f"ModUp digits {digits} must be contiguous ranges covering [0, {num_q}), one plan each")
+    for (lo, hi), cp in zip(digits, conv_plans):
+        if cp.src.q.shape[0] != hi - lo or cp.dst.q.shape[0] != m - (hi - lo):
+            raise ShapeError(f"ModUp conversion plan for digit [{lo}, {hi}) has the wrong shape")
+    centered = {bool(cp.centered) for cp in conv_plans}
+    if len(centered) != 1:
+        raise ParameterError("the digits' conversions must all be centered or all plain")
+    q, rows, w, ws, wi, wis, scal = _ntt_tables(ntt_kernels.select_limbs(plan, slice(0, m)))
+    qhinv = jnp.concatenate([_flat(cp.qhat_inv.value) for cp in conv_plans])
+    c = jnp.concatenate([_flat(cp.qhat_mod_p.value) for cp in conv_plans])
+    corr = jnp.concatenate([_flat(cp.corr.value) for cp in conv_plans])
+    dig = np.asarray(digits, dtype=np.int32)
+    return _modup_calls[centered.pop()](x_ntt, q, w, ws, wi, wis, scal, rows, dig, qhinv, c, corr)
+
+
+def divide_by_dropped(x, keep_plan, drop_plan, conv_plan, inv, *, keep_rows, drop_rows):
+    """``(x_K - NTT(Conv_{D->K}(INTT(x_D)))) * D^-1`` over the kept rows: ``x`` ``(..., M, N)`` NTT domain, ``keep_rows``
+    / ``drop_rows`` static row indices into its ``M`` rows -> ``(..., |K|, N)``; bit-identical to
+    :func:`hemx.ckks.keyswitch.divide_by_dropped`.
+
+    ``keep_plan`` / ``drop_plan``: NTT plans (butterfly tables) of the kept / dropped limbs, in row order;
+    ``conv_plan``: the conversion ``D -> K``; ``inv``: the known operand ``D^-1 mod k_j`` ``(|K|, 1)``.
+    """
+    _lib()
+    keep_rows, drop_rows = tuple(int(i) for i in keep_rows), tuple(int(i) for i in drop_rows)
+    k, d = len(keep_rows), len(drop_rows)
+    if x.dtype != jnp.uint32 or x.ndim < 2 or not k or not d:
+        raise ShapeError(f"division input must be uint32 (..., M, N) with rows to keep and drop; got {x.dtype} "
+                         f"{tuple(x.shape)}")
+    if not all(0 <= i < x.shape[-2] for i in keep_rows + drop_rows):
+        raise ShapeError(f"row indices out of range for data {tuple(x.shape)}")
+    if keep_plan.num_limbs != k or drop_plan.num_limbs != d or conv_plan.src.q.shape[0] != d or (
+            conv_plan.dst.q.shape[0] != k) or inv.value.size != k or x.shape[-1] != keep_plan.n:
+        raise ShapeError("division tables do not match the kept / dropped rows")
+    qk, rows_k, w, ws, _, _, _ = _ntt_tables(keep_plan)
+    qd, rows_d, _, _, wi, wis, scal_d = _ntt_tables(drop_plan)
+    return _divide_calls[bool(conv_plan.centered)](
+        x, np.asarray(keep_rows, np.int32), np.asarray(drop_rows, np.int32), qk, qd, w, ws, rows_k, wi, wis, scal_d,
+        rows_d, _flat(conv_plan.qhat_inv.value), _flat(conv_plan.qhat_mod_p.value), _flat(conv_plan.corr.value),
+        _flat(inv.value))
+
+
 def on_cpu(native_fn, jax_fn, *args):
     """``native_fn(*args)`` where the program runs on CPU and the native kernels are available here, else
     ``jax_fn(*args)``: both are traced, and ``jax.lax.platform_dependent`` keeps only the one for the platform
@@ -373,4 +486,4 @@ def on_cpu(native_fn, jax_fn, *args):
 
 __all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "set_max_threads", "build_id",
            "library_path", "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv",
-           "on_cpu", "ISAS"]
+           "modup", "divide_by_dropped", "has_fused_keyswitch", "on_cpu", "ISAS"]

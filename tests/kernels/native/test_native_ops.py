@@ -7,6 +7,8 @@ restricted to limbs read the ring's tables by row.
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,14 +39,19 @@ def native_on(monkeypatch):
 
 
 def _isas() -> list[str]:
+    saved = os.environ.pop("HEMX_NATIVE", None)  # collected under HEMX_NATIVE=0 too (the fixture re-enables)
     out = []
-    for name in native.ISAS:
-        try:
-            native.set_isa(name)
-            out.append(name)
-        except ParameterError:
-            pass
-    native.set_isa("auto")
+    try:
+        for name in native.ISAS:
+            try:
+                native.set_isa(name)
+                out.append(name)
+            except ParameterError:
+                pass
+        native.set_isa("auto")
+    finally:
+        if saved is not None:
+            os.environ["HEMX_NATIVE"] = saved
     return out
 
 

@@ -1,0 +1,248 @@
+"""The fused native key-switching passes (issue 15): ModUp (``hemx_modup``) and the rounding division by dropped
+limbs that ModDown and rescaling share (``hemx_divide``), bit-exact against the JAX kernels (run with the native
+library disabled) for several levels and digit layouts (a partial last digit included), batch axes, 28/30/31-bit
+moduli and every instruction-set path this CPU has, under jit and vmap; ``hemx.ckks.keyswitch`` dispatches to them
+on CPU and keeps them out of cuda exports.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hemx import nt
+from hemx.ckks import keyswitch as ks
+from hemx.errors import ParameterError, ShapeError
+from hemx.kernels import bconv as BC
+from hemx.kernels import modarith as M
+from hemx.kernels import native
+from hemx.kernels import ntt as K
+
+jax.config.update("jax_enable_x64", True)  # the JAX reference kernels (Barrett products) need uint64
+
+
+@pytest.fixture(autouse=True)
+def native_on(monkeypatch):
+    monkeypatch.delenv("HEMX_NATIVE", raising=False)
+    assert native.available(), native.reason()  # the library is part of the build: its absence is a failure
+    if not native.has_fused_keyswitch():  # a library built before these kernels (rebuild: python hemx/kernels/native/_build.py)
+        pytest.skip(f"{native.library_path()} predates hemx_modup / hemx_divide")
+    yield
+    monkeypatch.delenv("HEMX_NATIVE", raising=False)
+    native.set_isa("auto")
+    native.set_max_threads(0)
+
+
+def _isas() -> list[str]:
+    saved = os.environ.pop("HEMX_NATIVE", None)  # collected under HEMX_NATIVE=0 too (the fixture re-enables)
+    out = []
+    try:
+        for name in native.ISAS:
+            try:
+                native.set_isa(name)
+                out.append(name)
+            except ParameterError:
+                pass
+        native.set_isa("auto")
+    finally:
+        if saved is not None:
+            os.environ["HEMX_NATIVE"] = saved
+    return out
+
+
+ISAS = _isas()
+FEW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@functools.lru_cache(maxsize=None)
+def _ring(n: int, bits_q: int, bits_p: int, num_q: int, num_p: int, method: str):
+    """``(ps, qs, plan over P + Q)``: special primes first, as in a context's ring."""
+    qs = nt.ntt_primes(bits_q, num_q, n)
+    ps = nt.ntt_primes(bits_p, num_p, n, exclude=qs)
+    return ps, qs, K.make_plan(n, ps + qs, method)
+
+
+def _digits(num_q: int, dsize: int) -> tuple[tuple[int, int], ...]:
+    return tuple((lo, min(lo + dsize, num_q)) for lo in range(0, num_q, dsize))
+
+
+def _residues(rng, moduli, lead, n):
+    """uint32 ``lead + (L, n)``, row ``i`` mod ``moduli[i]``, with the range ends and centering threshold mixed in."""
+    q = np.asarray(moduli, np.int64).reshape(len(moduli), 1)
+    x = rng.integers(0, q, size=lead + (len(moduli), n))
+    edge = np.stack(np.broadcast_arrays(q * 0, q - 1, q // 2, q // 2 + 1), axis=-1)[..., 0, :]  # (L, 4)
+    pick = edge[np.arange(len(moduli))[:, None], rng.integers(0, 4, size=(len(moduli), n))]
+    return np.where(rng.random(x.shape) < 0.2, pick, x).astype(np.uint32)
+
+
+def _known(values, moduli):
+    return M.known_operand(np.array([[v % q] for v, q in zip(values, moduli)], np.int64),
+                           np.array(moduli, np.int64).reshape(-1, 1))
+
+
+def _modup_fn(digits, num_p, num_q):
+    return jax.jit(lambda v, p, m: ks.modup(v, p, m, digits=digits, num_p=num_p, num_q=num_q))
+
+
+def _modup_case(n, bits, num_q, num_p, dsize, lead, seed):
+    ps, qs_all, nat = _ring(n, bits, 31, 12, num_p, "native")
+    bfly = _ring(n, bits, 31, 12, num_p, "butterfly")[2]
+    qs = qs_all[:num_q]  # a lower level: the first num_q primes of Q
+    digits = _digits(num_q, dsize)
+    mps = tuple(BC.make_bconv_plan(qs[lo:hi], ps + qs[:lo] + qs[hi:], centered=True) for lo, hi in digits)
+    x = jnp.asarray(_residues(np.random.default_rng(seed), qs, lead, n))
+    return nat, bfly, digits, mps, x
+
+
+# ------------------------------------------------------------------------------------------------ ModUp
+
+
+@FEW
+@given(
+    bits=st.sampled_from([28, 30, 31]),
+    layout=st.sampled_from([(12, 4), (12, 5), (7, 3), (5, 5), (3, 1), (1, 4)]),  # (num_q, digit size)
+    num_p=st.sampled_from([1, 3, 4]),
+    lead=st.sampled_from([(), (2,), (2, 1)]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_modup_matches_jax(bits, layout, num_p, lead, seed):
+    num_q, dsize = layout
+    nat, bfly, digits, mps, x = _modup_case(64, bits, num_q, num_p, dsize, lead, seed)
+    f = _modup_fn(digits, num_p, num_q)
+    with native.disabled():
+        want = np.asarray(f(x, bfly, mps))
+    assert want.shape == lead + (len(digits), num_p + num_q, 64)
+    for plan in (nat, bfly):  # both plans with butterfly tables take the fused call on CPU
+        np.testing.assert_array_equal(np.asarray(f(x, plan, mps)), want)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_modup_isas_and_sizes(isa):
+    native.set_isa(isa)
+    for n in (16, 4096):  # below the SIMD width's transforms (scalar fallback) and a realistic size
+        nat, bfly, digits, mps, x = _modup_case(n, 30, 10, 3, 4, (2,), 7)  # digits 4, 4, 2
+        f = _modup_fn(digits, 3, 10)
+        with native.disabled():
+            want = np.asarray(f(x, bfly, mps))
+        np.testing.assert_array_equal(np.asarray(f(x, nat, mps)), want)
+
+
+def test_modup_vmap_threads_and_direct_call():
+    nat, bfly, digits, mps, x = _modup_case(256, 31, 7, 2, 3, (3,), 11)
+    f = _modup_fn(digits, 2, 7)
+    with native.disabled():
+        want = np.asarray(f(x, bfly, mps))
+    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: f(v, nat, mps))(x)), want)
+    direct = jax.jit(lambda v, p, m: native.modup(v, p, m, digits=digits, num_p=2))
+    for threads in (1, 2, 0):
+        native.set_max_threads(threads)
+        np.testing.assert_array_equal(np.asarray(direct(x, nat, mps)), want)
+    with pytest.raises(ShapeError):
+        native.modup(x, nat, mps, digits=((0, 3), (4, 7)), num_p=2)  # a gap
+    with pytest.raises(ShapeError):
+        native.modup(x, nat, mps[:2], digits=digits, num_p=2)
+
+
+# --------------------------------------------------------------------------------- ModDown and rescale
+
+
+def _divide_case(n, bits, num_q, num_p, drop, lead, seed):
+    ps, qs_all, nat = _ring(n, bits, 31, 12, num_p, "native")
+    bfly = _ring(n, bits, 31, 12, num_p, "butterfly")[2]
+    qs = qs_all[:num_q]
+    rng = np.random.default_rng(seed)
+    acc = jnp.asarray(_residues(rng, ps + qs, lead, n))  # a key switch's accumulator over [P, Q_l]
+    big_p = math.prod(ps)
+    down = (BC.make_bconv_plan(ps, qs, centered=True), _known([pow(big_p, -1, q) for q in qs], qs))
+    kept, dropped = qs[: num_q - drop], qs[num_q - drop :]
+    big_d = math.prod(dropped)
+    resc = (BC.make_bconv_plan(dropped, kept, centered=True), _known([pow(big_d, -1, q) for q in kept], kept))
+    both = (BC.make_bconv_plan(ps + dropped, kept, centered=True),
+            _known([pow(big_p * big_d, -1, q) for q in kept], kept))
+    return nat, bfly, acc, down, resc, both
+
+
+@FEW
+@given(
+    bits=st.sampled_from([28, 30, 31]),
+    shape=st.sampled_from([(12, 4, 1), (12, 3, 2), (5, 1, 1), (2, 4, 1), (7, 2, 3)]),  # (num_q, num_p, drop)
+    lead=st.sampled_from([(), (2,), (1, 2)]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_divide_matches_jax(bits, shape, lead, seed):
+    num_q, num_p, drop = shape
+    m = num_p + num_q
+    nat, bfly, acc, (dplan, pinv), (rplan, dinv), (bplan, binv) = _divide_case(64, bits, num_q, num_p, drop, lead,
+                                                                              seed)
+    kw = dict(reduction="shoup")
+    moddown = jax.jit(lambda a, p, c, i: ks.moddown(a, p, c, i, num_p=num_p, num_q=num_q, **kw))
+    k = num_q - drop  # rescale: the top primes of Q_l
+    rescale = jax.jit(lambda a, p, c, i: ks.divide_by_dropped(a[..., num_p : num_p + k, :], a[..., num_p + k :, :], p,
+                                                              c, i, keep=(num_p, num_p + k), drop=(num_p + k, m), **kw))
+    # the folded rescale's division: P and the top primes dropped together (two ranges)
+    both = jax.jit(lambda a, p, c, i: ks.divide_by_dropped(
+        a[..., num_p : num_p + k, :], jnp.concatenate([a[..., :num_p, :], a[..., num_p + k :, :]], axis=-2), p, c, i,
+        keep=(num_p, num_p + k), drop=((0, num_p), (num_p + k, m)), **kw))
+    for f, tabs in ((moddown, (dplan, pinv)), (rescale, (rplan, dinv)), (both, (bplan, binv))):
+        with native.disabled():
+            want = np.asarray(f(acc, bfly, *tabs))
+        for plan in (nat, bfly):
+            np.testing.assert_array_equal(np.asarray(f(acc, plan, *tabs)), want)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_divide_isas_vmap_and_rows(isa):
+    native.set_isa(isa)
+    num_q, num_p = 6, 3
+    nat, bfly, acc, (dplan, pinv), _, _ = _divide_case(4096, 30, num_q, num_p, 1, (2,), 3)
+    f = jax.jit(lambda a, p: ks.moddown(a, p, dplan, pinv, num_p=num_p, num_q=num_q, reduction="barrett"))
+    with native.disabled():
+        want = np.asarray(f(acc, bfly))
+    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda a: f(a, nat))(acc)), want)
+    # the kernel reads any rows of one array: the same division with the rows permuted
+    perm = np.random.default_rng(5).permutation(num_p + num_q)
+    where = np.argsort(perm)  # row of limb i in the permuted array
+    direct = jax.jit(lambda a, p: native.divide_by_dropped(
+        a, ks.limb_plan(p, num_p, num_p + num_q), ks.limb_plan(p, 0, num_p), dplan, pinv,
+        keep_rows=where[num_p:], drop_rows=where[:num_p]))
+    for threads in (1, 0):
+        native.set_max_threads(threads)
+        np.testing.assert_array_equal(np.asarray(direct(acc[..., perm, :], nat)), want)
+    with pytest.raises(ShapeError):
+        native.divide_by_dropped(acc, ks.limb_plan(nat, num_p, num_p + num_q), ks.limb_plan(nat, 0, num_p), dplan,
+                                 pinv, keep_rows=where[num_p:], drop_rows=(99,) * num_p)
+
+
+# ------------------------------------------------------------------------------------- dispatch, export
+
+
+def _switch_parts():
+    nat, bfly, digits, mps, x = _modup_case(64, 30, 7, 3, 3, (2,), 1)
+    _, _, acc, (dplan, pinv), _, _ = _divide_case(64, 30, 7, 3, 1, (2,), 2)
+
+    def f(v, a, p):
+        ext = ks.modup(v, p, mps, digits=digits, num_p=3, num_q=7)
+        return ext, ks.moddown(a, p, dplan, pinv, num_p=3, num_q=7, reduction="shoup")
+
+    return f, x, acc, nat, bfly
+
+
+def test_dispatch_on_cpu_and_pure_jax_exports(monkeypatch):
+    f, x, acc, nat, bfly = _switch_parts()
+    cpu = jax.jit(f).lower(x, acc, bfly).as_text()
+    assert "hemx_modup" in cpu and "hemx_divide" in cpu
+    for platform in ("cuda", "tpu"):  # a butterfly plan's export holds no custom call
+        text = jax.export.export(jax.jit(f), platforms=[platform])(x, acc, bfly).mlir_module()
+        assert "hemx_" not in text and "custom_call" not in text
+    with native.disabled():  # (a fresh function each time: jit caches traces per function)
+        assert "hemx_" not in jax.jit(lambda *a: f(*a)).lower(x, acc, bfly).as_text()
+    monkeypatch.setenv("HEMX_NATIVE", "0")
+    assert "hemx_" not in jax.jit(lambda *a: f(*a)).lower(x, acc, bfly).as_text()
