@@ -72,7 +72,19 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
             "evalmod_scale_bits": float(np.log2(bt.evalmod_scale))}
 
 
-def _desilo_worker(repeats: int, threads: int, seed: int) -> dict:
+def desilo_key_kind() -> str:
+    """desilofhe's bootstrap key set for this machine: "full" (``create_bootstrap_key``, every rotation key
+    precomputed) needs more than 24 GiB at N = 2^16 (its worker was OOM-killed at 24.3 GB resident here); "small"
+    (``create_small_bootstrap_key`` plus a roll key) fits. Full where the machine has 32 GiB or more."""
+    try:
+        with open("/proc/meminfo") as f:
+            total_kib = int(next(line for line in f if line.startswith("MemTotal")).split()[1])
+    except (OSError, StopIteration, ValueError):
+        return "small"
+    return "full" if total_kib >= 32 * 2**20 else "small"
+
+
+def _desilo_worker(repeats: int, threads: int, seed: int, keys: str = "full") -> dict:
     import desilofhe
 
     engine = desilofhe.Engine(mode="cpu", bootstrap=True, thread_count=threads)
@@ -81,24 +93,32 @@ def _desilo_worker(repeats: int, threads: int, seed: int) -> dict:
     pk = engine.create_public_key(sk)
     relin = engine.create_relinearization_key(sk)
     conj = engine.create_conjugation_key(sk)
-    boot_key = engine.create_bootstrap_key(sk)
+    if keys == "small":
+        roll = engine.create_roll_key(sk)
+        small = engine.create_small_bootstrap_key(sk)
+        boot_args = (roll, small)
+        key_bytes = len(engine.serialize_small_bootstrap_key(small)) + len(engine.serialize_roll_key(roll))
+    else:
+        boot_key = engine.create_bootstrap_key(sk)
+        boot_args = (boot_key,)
+        key_bytes = len(engine.serialize_bootstrap_key(boot_key))
     keygen_s = time.perf_counter() - start
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, engine.slot_count)
     ct = engine.encrypt(x, pk, level=0)
     start = time.perf_counter()
-    out = engine.bootstrap(ct, relin, conj, boot_key)
+    out = engine.bootstrap(ct, relin, conj, *boot_args)
     first_s = time.perf_counter() - start
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        out = engine.bootstrap(ct, relin, conj, boot_key)
+        out = engine.bootstrap(ct, relin, conj, *boot_args)
         times.append(time.perf_counter() - start)
     min_bits, mean_bits = _bits(x, engine.decrypt(out, sk))
     return {"side": "desilofhe", "slots": engine.slot_count, "max_level": engine.max_level, "threads": threads,
-            "keygen_s": keygen_s, "first_s": first_s, "median_s": statistics.median(times), "min_s": min(times),
-            "min_bits": min_bits, "mean_bits": mean_bits, "level_after": out.level,
-            "key_bytes": len(engine.serialize_bootstrap_key(boot_key))}
+            "keys": keys, "keygen_s": keygen_s, "first_s": first_s, "median_s": statistics.median(times),
+            "min_s": min(times), "min_bits": min_bits, "mean_bits": mean_bits, "level_after": out.level,
+            "key_bytes": key_bytes}
 
 
 def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: int, seed: int = 1,
@@ -111,6 +131,8 @@ def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: 
            "--seed", str(seed)]
     if slots is not None:
         cmd += ["--slots", str(int(slots))]
+    if side == "desilofhe":
+        cmd += ["--desilo-keys", desilo_key_kind()]
     env = dict(os.environ)
     try:
         cpus = sorted(os.sched_getaffinity(0))[:threads]
@@ -121,7 +143,10 @@ def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: 
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
-    return {"side": side, "error": (proc.stderr or proc.stdout)[-2000:]}
+    why = (proc.stderr or proc.stdout)[-2000:]
+    if proc.returncode < 0:  # killed by a signal: SIGKILL is what the kernel's OOM killer sends
+        why += f"\nworker killed by signal {-proc.returncode} (SIGKILL: likely out of memory)"
+    return {"side": side, "error": why or f"worker exited with status {proc.returncode} and no output"}
 
 
 def bench_bootstrap(*, preset: str = "boot_16", sides=SIDES, repeats: int = 3, iterations: int = 1,
@@ -174,7 +199,9 @@ def print_report(results: list[BenchResult], console) -> None:
     for r in results:
         e = r.extra
         if "error" in e:
-            rows.append((r.name, "error: " + e["error"].splitlines()[-1][:80], "", "", "", "", "", "", ""))
+            last = (e["error"] or "").strip().splitlines()
+            rows.append((r.name, "error: " + (last[-1][:80] if last else "worker died without output (out of "
+                                              "memory? see dmesg)"), "", "", "", "", "", "", ""))
             continue
         rows.append((r.name, e.get("slots"), e.get("keygen_s"), e.get("key_bytes", 0) / 2**30, e.get("first_s"),
                      e.get("median_s"), e.get("min_bits"), e.get("mean_bits"),
@@ -194,11 +221,12 @@ def _main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--slots", type=int, default=None)
+    ap.add_argument("--desilo-keys", choices=("full", "small"), default="full")
     a = ap.parse_args(argv)
     if a.worker == "hemx":
         row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots)
     else:
-        row = _desilo_worker(a.repeats, a.threads, a.seed)
+        row = _desilo_worker(a.repeats, a.threads, a.seed, a.desilo_keys)
     print(json.dumps(row))
     return 0
 
@@ -207,4 +235,4 @@ if __name__ == "__main__":
     sys.exit(_main())
 
 
-__all__ = ["bench_bootstrap", "run_side", "print_report", "plot", "SIDES"]
+__all__ = ["bench_bootstrap", "run_side", "print_report", "plot", "desilo_key_kind", "SIDES"]

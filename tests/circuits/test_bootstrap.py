@@ -30,13 +30,13 @@ pytestmark = pytest.mark.filterwarnings(INSECURE)
 
 MARGIN = 3.0
 MEASURED = {  # worst-slot bits, boot_12 (uniform secret, encapsulation), seeded, this file, development CPU
-    "real": 23.0,
-    "complex": 22.7,
-    "two_iterations": 38.9,
-    "chain5": 21.0,
-    "sparse64": 26.1,
+    "real": 24.0,
+    "complex": 23.7,
+    "two_iterations": 39.7,
+    "chain5": 21.6,
+    "sparse64": 26.2,
 }
-MEASURED_MEAN = {"real": 25.8, "two_iterations": 41.7}
+MEASURED_MEAN = {"real": 26.8, "two_iterations": 42.5}
 
 
 # ------------------------------------------------------------------------------------------------- structure
@@ -223,9 +223,9 @@ def test_message_ratio_trades_noise_for_the_sine_error():
     """A smaller log2(q0 / scale) at EvalMod amplifies CKKS noise less (more bits on spread-out values); a larger
     one shrinks the sine's cubic error on a large coefficient (a constant vector has one, equal to its value)."""
     ctx, bt, keys = boot12()
-    assert (bt.message_ratio, bt.premultiply) == (12, 1)  # the default at N = 2^12: 8 + (16 - 12); q0 / D ~ 2^13
+    assert (bt.message_ratio, bt.premultiply) == (11, 2)  # the default at N = 2^12: 7 + (16 - 12); q0 / D ~ 2^13
     low, high = ctx.bootstrapper(message_ratio=8), ctx.bootstrapper(message_ratio=13)
-    assert (low.premultiply, high.premultiply) == (5, 0) and ctx.bootstrapper(message_ratio=12) is bt
+    assert (low.premultiply, high.premultiply) == (5, 0) and ctx.bootstrapper(message_ratio=11) is bt
     x = np.random.default_rng(13).uniform(-1, 1, ctx.slots)
     ones = np.ones(ctx.slots)
     bits = {}
