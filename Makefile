@@ -19,10 +19,10 @@ demo: $(STAMP)
 	$(BIN)/hemx demo
 
 test: $(STAMP)
-	$(BIN)/python -m tests.run_suite
+	HEMX_REQUIRE_NATIVE=1 $(BIN)/python -m tests.run_suite
 
 test-fast: $(STAMP)
-	$(BIN)/python -m tests.run_suite -m "not slow"
+	HEMX_REQUIRE_NATIVE=1 $(BIN)/python -m tests.run_suite -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/hemx bench kernels

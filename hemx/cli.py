@@ -184,7 +184,7 @@ def _cmd_bench_ops(args) -> int:
     peers = _peer_list(args)
     threads = limit_threads(args.threads) if peers else None
     results = ob.bench_ops(sets, batch=args.batch, repeats=args.repeats, peers=peers, threads=args.threads,
-                           ntt=args.ntt, console=console)
+                           ntt=args.ntt, console=console, dispatch=args.dispatch, jax_kernels=args.jax_kernels)
     ob.print_ops_report(results, console, batch=args.batch)
     if args.compile:  # first call vs steady, cold and warm persistent compilation cache (fresh processes)
         compiled = ob.bench_compile(sets, repeats=args.repeats, console=console)
@@ -249,8 +249,12 @@ def _cmd_bench_scaling(args) -> int:
     bad = [f for f in flows if f not in sb.DATAFLOWS] + [o for o in ops if o not in sb.OPS]
     if bad:
         raise HemxError(f"unknown dataflow(s)/op(s) {bad}; choose from {list(sb.DATAFLOWS)} / {list(sb.OPS)}")
-    results = sb.bench_scaling(parse_int_list(args.devices), dataflows=flows, ops=ops, log_n=args.log_n,
-                               levels=args.levels, dnum=args.dnum, repeats=args.repeats, console=console)
+    paths = [s.strip() for s in args.path.split(",") if s.strip()]
+    if [p for p in paths if p not in sb.PATHS]:
+        raise HemxError(f"unknown key-switching path(s) {paths}; choose from {list(sb.PATHS)}")
+    results = sb.bench_scaling(parse_int_list(args.devices), dataflows=flows, ops=ops, paths=paths,
+                               log_n=args.log_n, levels=args.levels, dnum=args.dnum, repeats=args.repeats,
+                               console=console)
     sb.print_report(results, console)
     _save_and_plot(console, results, "scaling", args, {"argv": sys.argv[1:], "note": sb.TIMES_NOTE}, None)
     return 0
@@ -380,6 +384,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--plot", default="", help="write a latency-vs-N plot (PNG) to this path")
     o.add_argument("--compile", action="store_true", help="also time the first call (compilation) of HE-Mult, "
                    "Rotate and a degree-7 polynomial, cold and warm compilation cache, each in fresh processes")
+    o.add_argument("--dispatch", default="sync", choices=("sync", "async"),
+                   help="JAX's CPU dispatch for the timed calls: sync (the default here: computations run in the "
+                        "calling thread, as the peers' do) or async (JAX's own default); recorded per row")
+    o.add_argument("--jax-kernels", action="store_true",
+                   help="also time hemx with its pure-JAX kernels (HEMX_NATIVE=0, a fresh process per set)")
     o.add_argument("--out", default="bench-results")
     o.set_defaults(func=_cmd_bench_ops)
 
@@ -406,7 +415,10 @@ def build_parser() -> argparse.ArgumentParser:
     sc = bsub.add_parser("scaling", help="collective bytes (and time) per op on 1-8 simulated devices, model beside")
     sc.add_argument("--devices", default="1,2,4,8", help="device counts (each in its own process)")
     sc.add_argument("--dataflows", default="mp,dc,oc")
-    sc.add_argument("--ops", default="mul,rotate", help="comma list of: mul, rotate")
+    sc.add_argument("--ops", default="mul,mul_rescale,rotate", help="comma list of: mul, mul_rescale, rotate")
+    sc.add_argument("--path", default="shard_map,partitioner",
+                    help="key-switching paths of the sharded context: shard_map (hemx.ckks.sharded_keyswitch, "
+                         "where the limb axis divides the key's rows), partitioner (XLA's SPMD partitioner)")
     sc.add_argument("--log-n", type=int, default=6)
     sc.add_argument("--levels", type=int, default=3)
     sc.add_argument("--dnum", type=int, default=2)

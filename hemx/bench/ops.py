@@ -4,6 +4,14 @@ For each parameter set: hemx at batch 1 (latency) and at batch B (throughput, on
 batch). With peers, every installed peer is built at the same N and the nearest log Q it supports, and each
 operation is timed round-robin (hemx, peer, hemx, peer, ...) in the same process, so load on a shared machine
 hits both alike.
+
+Dispatch: each timed call is waited for, so what counts is latency. JAX's CPU client runs a computation on a
+worker thread by default (asynchronous dispatch), and waking that thread after the peer's call costs tens of
+microseconds, more than a whole HE-Add at N = 2^12; ``bench_ops(dispatch="sync")`` (the default) therefore
+creates the CPU client with ``jax_cpu_enable_async_dispatch=False`` (computations run inline in the calling
+thread) when the process has not created it yet. The mode in effect is recorded per row (``dispatch``).
+``jax_kernels=True`` also times hemx with
+its pure-JAX kernels (``HEMX_NATIVE=0``) in a fresh process, rows named ``hemx-jax``.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from hemx.bench.timing import time_interleaved
 from hemx.ckks import CKKSParameters, Context, precision_stats
 from hemx.ckks.security import InsecureParametersWarning
 from hemx.errors import ParameterError
+from hemx.kernels import native
 
 OP_LABELS = {
     "add": "HE-Add",
@@ -75,6 +84,31 @@ def _hemx_ops(ctx: Context, keys, a, b, prod) -> dict:
     }
 
 
+DISPATCH_MODES = ("sync", "async")
+JAX_KERNELS = "hemx-jax"  # the result name of hemx timed with its pure-JAX kernels (HEMX_NATIVE=0)
+
+
+def _backend_created() -> bool:
+    try:
+        from jax._src import xla_bridge  # noqa: PLC0415 - private: whether a JAX client exists yet
+
+        return bool(getattr(xla_bridge, "_backends", True))
+    except ImportError:  # pragma: no cover - a JAX without the module: assume created, change nothing
+        return True
+
+
+def set_cpu_dispatch(mode: str) -> str:
+    """Ask for synchronous or asynchronous CPU dispatch (module docstring); returns the mode in effect.
+
+    Only possible before this process creates its JAX client; afterwards the current setting stays.
+    """
+    if mode not in DISPATCH_MODES:
+        raise ParameterError(f"unknown dispatch mode {mode!r}; choose from {DISPATCH_MODES}")
+    if not _backend_created():
+        jax.config.update("jax_cpu_enable_async_dispatch", mode == "async")
+    return "async" if jax.config.values.get("jax_cpu_enable_async_dispatch", True) else "sync"
+
+
 def batch_sizes(batch: int) -> tuple[int, ...]:
     """The batch sizes ``bench_ops`` times: 1, then ``batch`` (batch 1 once when ``batch == 1``)."""
     return tuple(dict.fromkeys((1, batch)))
@@ -89,14 +123,19 @@ def bench_ops(
     threads: int = 2,
     ntt: str | None = None,
     console: Console | None = None,
+    dispatch: str = "sync",
+    jax_kernels: bool = False,
 ) -> list[BenchResult]:
     """Time the HE operations for each set; returns one result per (library, set, op, batch).
 
     ``ntt=None`` lets the planner choose the NTT (``hemx.Context`` default). Peers are timed interleaved
     with hemx at batch 1 (``time_interleaved``); ``threads`` is the thread count given to peers that take
     one (the caller pins the process to that many CPUs, see :func:`hemx.bench.timing.limit_threads`).
+    ``dispatch``: JAX's CPU dispatch for the timed calls (module docstring). ``jax_kernels``: also hemx with
+    its pure-JAX kernels, batch 1, in a fresh process per run (:func:`bench_jax_kernels`).
     """
     console = console or Console()
+    dispatch = set_cpu_dispatch(dispatch)
     sets = [s.upper() for s in sets]
     param_sets = {s: params_for(s) for s in sets}
     results: list[BenchResult] = []
@@ -113,7 +152,8 @@ def bench_ops(
             keys = ctx.keygen(rotations=[1])
             rng = np.random.default_rng(0)
             hemx_row = dict(base, ntt=ctx.plan.describe(), planner=ctx.planned.source, keyswitch=ctx.keyswitch,
-                            threads=f"XLA on {_process_cpus()} CPU(s)")
+                            threads=f"XLA on {_process_cpus()} CPU(s)", dispatch=dispatch,
+                            native=native.available())
             setups = []
             for ad in adapters:
                 prog.update(task, description=f"set {s}: {ad.name} setup")
@@ -162,7 +202,35 @@ def bench_ops(
                 del a, b, prod
                 prog.advance(task)
             del ctx, keys, setups
+    if jax_kernels:
+        console.print("hemx with its pure-JAX kernels (HEMX_NATIVE=0), in a fresh process")
+        results += bench_jax_kernels(sets, repeats=repeats, threads=threads, ntt=ntt, dispatch=dispatch)
     return results
+
+
+def bench_jax_kernels(sets: Iterable[str], *, repeats: int = 3, threads: int | None = 2, ntt: str | None = None,
+                      dispatch: str = "sync") -> list[BenchResult]:
+    """hemx's batch-1 HE operations with the native kernels switched off (``HEMX_NATIVE=0``), in a fresh process
+    pinned to ``threads`` CPUs; the rows are named :data:`JAX_KERNELS` (not interleaved with anything)."""
+    import json
+    import subprocess
+    import sys
+
+    sets = [s.upper() for s in sets]
+    for s in sets:
+        params_for(s)  # an unknown set fails here, not in the subprocess
+    code = ("import io, json, sys; from rich.console import Console; from hemx.bench.timing import limit_threads; "
+            "from hemx.bench.ops import bench_ops; "
+            f"limit_threads({threads!r}); "
+            f"rs = bench_ops({sets!r}, batch=1, repeats={int(repeats)}, ntt={ntt!r}, dispatch={dispatch!r}, "
+            "console=Console(file=io.StringIO())); "
+            "print(json.dumps([r.as_dict() for r in rs], default=str))")
+    env = dict(os.environ, HEMX_NATIVE="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"the pure-JAX run failed:\n{out.stderr[-2000:]}")
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    return [BenchResult(**dict(r, name=JAX_KERNELS)) for r in rows if r["name"] == "hemx"]
 
 
 # ------------------------------------------------------------------------------------------ compile time
@@ -338,32 +406,62 @@ def print_ops_report(results: Sequence[BenchResult], console: Console | None = N
                           f"({r.extra['elementwise_pass_s'] * 1e3:.3f} ms)")
 
 
-def plot_ops(results: Sequence[BenchResult], path: str) -> str:
-    """Latency against N per operation, hemx and peers (log-log), saved as PNG."""
+SERIES_LABELS = {"hemx": "hemx", JAX_KERNELS: "hemx, pure-JAX kernels", "desilofhe": "desilofhe",
+                 "tenseal": "TenSEAL (SEAL)"}
+SERIES_STYLE = {"hemx": ("C0", "o", "-"), JAX_KERNELS: ("C0", "s", "--"), "desilofhe": ("C1", "^", "-"),
+                "tenseal": ("C2", "D", "-")}
+
+
+def _series_label(results: Sequence[BenchResult], lib: str) -> str:
+    if lib == "hemx":
+        flags = {r.params.get("native") for r in results if r.suite == "ops" and r.name == "hemx"}
+        if flags == {True}:
+            return "hemx, native kernels"
+        if flags == {False}:
+            return "hemx, pure-JAX kernels"
+    return SERIES_LABELS.get(lib, lib)
+
+
+def plot_ops(results: Sequence[BenchResult], path: str, ops: Sequence[str] | None = None, title: str = "") -> str:
+    """Batch-1 latency against N, one panel per operation, one line per library (log-log), saved as PNG.
+
+    Libraries: hemx (labelled by whether its native kernels ran), ``hemx-jax`` (hemx with its pure-JAX kernels,
+    :func:`bench_jax_kernels`) and the peers. A library without a point at some N (TenSEAL has no 128-bit
+    parameters at N = 2^16; desilofhe has no separate HE-Mult or Rescale) simply has none there.
+    ``ops``: the operations to draw (default: every operation with a result).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(OPS), figsize=(4 * len(OPS), 3.6), squeeze=False)
-    libs = sorted({r.name for r in results if r.suite == "ops"})
-    colors = {lib: f"C{i}" for i, lib in enumerate(libs)}  # one colour per library in every panel
-    for ax, op in zip(axes[0], OPS):
+    rows = [r for r in results if r.suite == "ops" and r.params.get("batch") == 1 and r.median_s is not None]
+    ops = [op for op in (ops or OPS) if any(r.params.get("op") == op for r in rows)]
+    if not ops:
+        raise ParameterError("no batch-1 HE-operation results to plot")
+    order = ["hemx", JAX_KERNELS, "desilofhe", "tenseal"]
+    libs = sorted({r.name for r in rows}, key=lambda x: (order.index(x) if x in order else len(order), x))
+    fig, axes = plt.subplots(1, len(ops), figsize=(4.2 * len(ops), 3.8), squeeze=False)
+    extra = iter(f"C{i}" for i in range(3, 10))
+    style = {lib: SERIES_STYLE.get(lib) or (next(extra), "o", "-") for lib in libs}
+    for ax, op in zip(axes[0], ops):
         for lib in libs:
-            pts = sorted((r.params["n"], r.median_s * 1e3) for r in results
-                         if r.suite == "ops" and r.name == lib and r.params.get("op") == op
-                         and r.params.get("batch") == 1 and r.median_s is not None)
+            pts = sorted((r.params["n"], r.median_s * 1e3) for r in rows if r.name == lib and r.params.get("op") == op)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lib, color=colors[lib])
+                color, marker, line = style[lib]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, linestyle=line, color=color)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(OP_LABELS[op])
-        ax.set_xlabel("N")
+        ax.set_xlabel("N (ring degree)")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("latency (ms)")
-    handles = [plt.Line2D([], [], color=colors[lib], marker="o", label=lib) for lib in libs]
-    fig.legend(handles=handles, loc="upper right", ncol=len(libs))
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    axes[0][0].set_ylabel("latency, batch 1 (ms, median)")
+    handles = [plt.Line2D([], [], color=style[lib][0], marker=style[lib][1], linestyle=style[lib][2],
+                          label=_series_label(rows, lib)) for lib in libs]
+    fig.legend(handles=handles, loc="upper center", ncol=len(libs), frameon=False)
+    if title:
+        fig.suptitle(title, y=0.02, fontsize=8, va="bottom")
+    fig.tight_layout(rect=(0, 0.04 if title else 0, 1, 0.9))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

@@ -61,6 +61,13 @@ def save_results(
     return path
 
 
+def load_results(path: str) -> list[BenchResult]:
+    """The results of a JSON file written by :func:`save_results` (e.g. to plot several runs together)."""
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    return [BenchResult(**r) for r in doc["results"]]
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"

@@ -15,6 +15,8 @@ divided by different primes) exactly, with an integer constant folded into a res
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from typing import Iterable, Sequence
 
@@ -28,7 +30,7 @@ from hemx.ckks.ciphertext import Ciphertext, Plaintext
 from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey, new_id
 from hemx.ckks.params import CKKSParameters
 from hemx.ckks.sampling import Sampler
-from hemx.ckks.tables import LevelTables, TableCache
+from hemx.ckks.tables import LevelTables, TableCache, pack_tree, unpack_tree
 from hemx.ckks.validation import check_int, is_int, is_real
 from hemx.errors import (
     ContextMismatchError,
@@ -55,6 +57,40 @@ def register_bootstrapper(factory) -> None:
     """Called by :mod:`hemx.circuits.bootstrap`: ``factory(ctx)`` builds a context's bootstrapping circuit."""
     global _BOOTSTRAPPER_FACTORY
     _BOOTSTRAPPER_FACTORY = factory
+
+
+@functools.lru_cache(maxsize=256)
+def _bound_callable(fn, layouts: tuple, statics: tuple):
+    """``jax.jit`` of ``fn(*data, *trees, **statics)`` taking each tree as the packed buffers of its layout.
+
+    Shared by every context whose trees have the same layouts (structure, shapes, static metadata), so contexts
+    with equal parameters share compiled programs, as the evaluator's own jitted functions do. Built only from
+    hashable static values; ``fn`` is one of :mod:`hemx.ckks.evaluator`'s jitted kernels, traced inside.
+    """
+    kwargs = dict(statics)
+    total = sum(layout.num_buffers for layout in layouts)
+
+    def run(*args):
+        cut = len(args) - total
+        data, rest = args[:cut], args[cut:]
+        trees, pos = [], 0
+        for layout in layouts:
+            trees.append(unpack_tree(rest[pos : pos + layout.num_buffers], layout))
+            pos += layout.num_buffers
+        return fn(*data, *trees, **kwargs)
+
+    run.__name__ = f"bound_{getattr(fn, '__name__', 'op')}"
+    return jax.jit(run)
+
+
+def _with_data(ct, data, **changes):
+    """``ct.replace(data=data, **changes)`` without ``dataclasses.replace``'s per-call field introspection (a few
+    microseconds, a tenth of an HE-Add at N = 2^12): a copy of the frozen dataclass's attributes."""
+    out = object.__new__(type(ct))
+    out.__dict__.update(ct.__dict__, data=data, **changes)
+    return out
+
+
 # add/sub align the scales of two ciphertexts automatically when they differ by less than this factor (scales
 # divided by different primes differ by ~2^0.001 per rescale); beyond it the scales are genuinely different.
 AUTO_SCALE_MAX_RATIO = 2.0
@@ -124,6 +160,7 @@ class Context:
         self.ring = RNSRing(params.n, self.basis, **variant.ring_kwargs())
         self.plan = self.ring.plan
         self.tables = TableCache(params, reduction=self.reduction)  # per-level tables, built on first use
+        self._bound: dict = {}  # eager dispatch: (kernel, tables key, statics) -> (tables, jitted, buffers)
         self._bootstrapper = None  # {message_ratio: Bootstrapper}, built by bootstrapper() / keygen(bootstrap=True)
         self.mesh = None  # one device; hemx.ckks.sharding.ShardedContext sets its mesh
         if mesh is not None and not hasattr(self, "place"):
@@ -148,6 +185,46 @@ class Context:
         if level == 0:
             raise LevelError("level 0 has no prime left to rescale by")
         return self.tables.level(level).divisor
+
+    # -------------------------------------------------------------------------------------------- dispatch
+    def _elementwise_plan(self):
+        """The plan without its NTT tables (modulus constants only), for the element-wise kernels, which read
+        nothing else (:func:`hemx.ckks.evaluator.add` & co. use ``plan.table``; a kernel that needed the NTT
+        tables would fail on ``butterfly=None`` rather than compute anything else). Cached per plan."""
+        cached = self.__dict__.get("_ew_plan")
+        if cached is None or cached[0] is not self.plan:
+            view = dataclasses.replace(self.plan, forward=(), inverse=(), butterfly=None)
+            cached = self.__dict__["_ew_plan"] = (self.plan, view)
+        return cached[1]
+
+    def _run(self, fn, data: tuple, tables: tuple, tag, **statics):
+        """``fn(*data, *tables, **statics)`` (an :mod:`~hemx.ckks.evaluator` kernel), dispatched cheaply when eager.
+
+        A jitted call pays for every flattened argument (a level's tables are ~190 arrays, the plan ~20), which
+        at N = 2^12 is a third of an HE-Mult. Eagerly (no argument a tracer, one device), the tables are packed
+        once into a few buffers (:func:`hemx.ckks.tables.pack_tree`) and the kernel runs through a jitted
+        wrapper that unpacks them by static slices: the same computation, bit-identical results. ``tag`` names
+        the tables (e.g. the level) in the cache key; the entry is rebuilt when the tables are other objects
+        (a cleared or replaced table cache). Under a trace (``jax.jit``, ``vmap``, ``export``) and on a sharded
+        context the kernel is called as it is, so nothing is built or cached inside a trace.
+        """
+        if self.mesh is None and not any(isinstance(x, jax.core.Tracer) for x in data):
+            key = (fn, tag, *statics.values())
+            bound = self.__dict__.setdefault("_bound", {})
+            entry = bound.get(key)
+            if entry is None or not all(x is y for x, y in zip(entry[0], tables)):
+                entry = bound[key] = self._bind(fn, tables, statics)
+            return entry[1](*data, *entry[2])
+        return fn(*data, *tables, **statics)
+
+    @staticmethod
+    def _bind(fn, tables: tuple, statics: dict):
+        """``(tables, jitted, buffers)`` for :meth:`_run` (packing at concrete time)."""
+        with jax.ensure_compile_time_eval():
+            packed = [pack_tree(t) for t in tables]
+        buffers = tuple(b for bufs, _ in packed for b in bufs)
+        jitted = _bound_callable(fn, tuple(layout for _, layout in packed), tuple(statics.items()))
+        return tuple(tables), jitted, buffers
 
     @staticmethod
     def _check_dataflow(name: str) -> str:
@@ -273,9 +350,9 @@ class Context:
             raise ParameterError(f"switch_key needs a SwitchingKey, got {type(key).__name__}")
         self._check_key(key, ct.key_id)
         flow = self._check_dataflow(keyswitch or self.keyswitch)
-        data = evaluator.rotate_one(ct.data, self.tables.index_map(1), key.data, self.plan,
-                                    self.tables.level(ct.level), num_p=self.num_p, reduction=self.reduction,
-                                    dataflow=flow)  # the identity automorphism: a plain key switch
+        data = self._run(evaluator.rotate_one, (ct.data, self.tables.index_map(1), key.data),
+                         (self.plan, self.tables.level(ct.level)), ct.level, num_p=self.num_p,
+                         reduction=self.reduction, dataflow=flow)  # the identity automorphism: a plain key switch
         return ct.replace(data=data)
 
     # -------------------------------------------------------------------------------------------- bootstrapping
@@ -413,10 +490,12 @@ class Context:
         if isinstance(b, Ciphertext):
             self._check_ct(b, "second ciphertext")
             self._same_keys(a, b)
-            self._check_batches(a.batch_shape, b.batch_shape)
-            a, b = self._match_scales(a, b)
-            data = evaluator.add(a.data, b.data, self.plan, num_p=self.num_p, num_q=a.num_limbs)
-            return a.replace(data=data, is_complex=a.is_complex or b.is_complex)
+            if a.level != b.level or a.scale != b.scale or a.data.shape != b.data.shape:  # else nothing to align
+                self._check_batches(a.batch_shape, b.batch_shape)
+                a, b = self._match_scales(a, b)
+            data = self._run(evaluator.add, (a.data, b.data), (self._elementwise_plan(),), "ew", num_p=self.num_p,
+                             num_q=a.data.shape[-2])
+            return _with_data(a, data, is_complex=a.is_complex or b.is_complex)
         pt = self._as_plaintext(b, a, scale=a.scale)
         if self._check_batches(a.batch_shape, pt.batch_shape) != a.batch_shape:
             raise ShapeError(
@@ -426,7 +505,8 @@ class Context:
             )
         a, pt = self._align(a, pt)
         n = a.num_limbs
-        c0 = evaluator.add(a.data[..., 0, :, :], pt.data, self.plan, num_p=self.num_p, num_q=n)
+        c0 = self._run(evaluator.add, (a.data[..., 0, :, :], pt.data), (self._elementwise_plan(),), "ew",
+                       num_p=self.num_p, num_q=n)
         return a.replace(data=a.data.at[..., 0, :, :].set(c0), is_complex=a.is_complex or pt.is_complex)
 
     def sub(self, a: Ciphertext, b) -> Ciphertext:
@@ -435,7 +515,8 @@ class Context:
 
     def negate(self, a: Ciphertext) -> Ciphertext:
         self._check_ct(a)
-        return a.replace(data=evaluator.negate(a.data, self.plan, num_p=self.num_p, num_q=a.num_limbs))
+        return a.replace(data=self._run(evaluator.negate, (a.data,), (self._elementwise_plan(),), "ew",
+                                        num_p=self.num_p, num_q=a.num_limbs))
 
     def _negate_plain(self, b, like: Ciphertext) -> Plaintext:
         pt = self._as_plaintext(b, like, scale=like.scale)
@@ -495,8 +576,9 @@ class Context:
         if isinstance(b, Ciphertext):
             self._check_ct(b, "second ciphertext")
             self._same_keys(a, b)
-            self._check_batches(a.batch_shape, b.batch_shape)
-            a, b = self._align(a, b, check_scale=False)
+            if a.level != b.level or a.data.shape != b.data.shape:  # else nothing to align
+                self._check_batches(a.batch_shape, b.batch_shape)
+                a, b = self._align(a, b, check_scale=False)
             key = self._relin_key(keys, a)
             self._check_product_scale(a.scale * b.scale, a.level)
             t = self.tables.level(a.level)
@@ -504,10 +586,11 @@ class Context:
             statics = dict(num_p=self.num_p, reduction=self.reduction, dataflow=flow)
             scale, is_complex = a.scale * b.scale, a.is_complex or b.is_complex
             if rescale and t.drop:  # relinearization and rescale in one ModDown
-                data = evaluator.mul_relin_rescale(a.data, b.data, key.data, self.plan, t, **statics)
-                return a.replace(data=data, level=a.level - 1, scale=scale / t.divisor, is_complex=is_complex)
-            data = evaluator.mul_relin(a.data, b.data, key.data, self.plan, t, **statics)
-            out = a.replace(data=data, scale=scale, is_complex=is_complex)
+                data = self._run(evaluator.mul_relin_rescale, (a.data, b.data, key.data), (self.plan, t), a.level,
+                                 **statics)
+                return _with_data(a, data, level=a.level - 1, scale=scale / t.divisor, is_complex=is_complex)
+            data = self._run(evaluator.mul_relin, (a.data, b.data, key.data), (self.plan, t), a.level, **statics)
+            out = _with_data(a, data, scale=scale, is_complex=is_complex)
         else:
             out = self._mul_plain(a, b, plain_scale)
         return self.rescale(out) if rescale else out
@@ -550,8 +633,8 @@ class Context:
         self._check_batches(a.batch_shape, pt.batch_shape)
         a, pt = self._align(a, pt, check_scale=False)
         self._check_product_scale(a.scale * pt.scale, a.level)
-        data = evaluator.mul_elementwise(a.data, pt.data[..., None, :, :], self.plan, num_p=self.num_p,
-                                         num_q=a.num_limbs)
+        data = self._run(evaluator.mul_elementwise, (a.data, pt.data[..., None, :, :]), (self._elementwise_plan(),),
+                         "ew", num_p=self.num_p, num_q=a.num_limbs)
         return a.replace(data=data, scale=a.scale * pt.scale, is_complex=a.is_complex or pt.is_complex)
 
     @staticmethod
@@ -570,7 +653,7 @@ class Context:
 
     def _check_product_scale(self, scale: float, level: int) -> None:
         """A product whose scale reaches the modulus would wrap around: refuse it with a clear error."""
-        log_q = sum(math.log2(q) for q in self.params.moduli[: self._limbs(level)])
+        log_q = self._log_q(self._limbs(level))
         if math.log2(scale) >= log_q - 1:
             raise LevelError(
                 f"the product would have scale 2^{math.log2(scale):.1f}, beyond the modulus at level {level} "
@@ -594,7 +677,8 @@ class Context:
         qs = np.array(self.params.moduli[:n], dtype=np.int64).reshape(-1, 1)
         with jax.ensure_compile_time_eval():
             w = jax.device_put(modarith.known_operand(np.array([[c % int(q)] for q in qs[:, 0]], np.int64), qs))
-        data = evaluator.mul_known(a.data, w, self.plan, num_p=self.num_p, num_q=n, reduction=self.reduction)
+        data = self._run(evaluator.mul_known, (a.data, w), (self._elementwise_plan(),), "ew", num_p=self.num_p,
+                         num_q=n, reduction=self.reduction)
         return a.replace(data=data, scale=a.scale * scale)
 
     def _relin_key(self, keys, ct: Ciphertext) -> SwitchingKey:
@@ -616,8 +700,9 @@ class Context:
             raise LevelError("no levels left to rescale: the ciphertext is at level 0 (bootstrapping is not "
                              "available; use parameters with more levels)")
         t = self.tables.level(ct.level)
-        data = evaluator.rescale(ct.data, self.plan, t, num_p=self.num_p, reduction=self.reduction)
-        return ct.replace(data=data, level=ct.level - 1, scale=ct.scale / t.divisor)
+        data = self._run(evaluator.rescale, (ct.data,), (self.plan, t), ct.level, num_p=self.num_p,
+                         reduction=self.reduction)
+        return _with_data(ct, data, level=ct.level - 1, scale=ct.scale / t.divisor)
 
     def rotate(self, ct: Ciphertext, steps: int, keys, *, keyswitch: str | None = None) -> Ciphertext:
         """Rotate the slots left by ``steps`` (negative: right), like ``numpy.roll(values, -steps)``."""
@@ -637,10 +722,10 @@ class Context:
     def _galois_one(self, ct: Ciphertext, g: int, keys, what: str, keyswitch: str | None) -> Ciphertext:
         key = self._galois_keys([g], keys, [what], ct)[0]
         flow = self._check_dataflow(keyswitch or self.keyswitch)
-        data = evaluator.rotate_one(ct.data, self.tables.index_map(g), key.data, self.plan,
-                                    self.tables.level(ct.level), num_p=self.num_p, reduction=self.reduction,
-                                    dataflow=flow)
-        return ct.replace(data=data)
+        data = self._run(evaluator.rotate_one, (ct.data, self.tables.index_map(g), key.data),
+                         (self.plan, self.tables.level(ct.level)), ct.level, num_p=self.num_p,
+                         reduction=self.reduction, dataflow=flow)
+        return _with_data(ct, data)
 
     def rotate_many(self, ct: Ciphertext, steps: Sequence[int], keys) -> list[Ciphertext]:
         """Hoisted rotations: one ModUp of c1 shared by all ``steps``; returns one ciphertext per step."""
@@ -679,8 +764,8 @@ class Context:
         key_list = self._galois_keys(elements, keys, what, ct)
         maps = jnp.stack([self.tables.index_map(g) for g in elements])
         key_data = jnp.stack([key.data for key in key_list])
-        data = evaluator.rotate_hoisted(ct.data, maps, key_data, self.plan, self.tables.level(ct.level),
-                                        num_p=self.num_p, reduction=self.reduction)
+        data = self._run(evaluator.rotate_hoisted, (ct.data, maps, key_data), (self.plan, self.tables.level(ct.level)),
+                         ct.level, num_p=self.num_p, reduction=self.reduction)
         return [ct.replace(data=data[i]) for i in range(len(elements))]
 
     def sum_slots(self, ct: Ciphertext, keys) -> Ciphertext:

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from hemx.ckks import keyswitch as ks
+from hemx.ckks import sharded_keyswitch as sks
 from hemx.ckks.tables import LevelTables
 from hemx.kernels import automorphism, modarith
 from hemx.kernels import ntt as ntt_kernels
@@ -89,10 +90,18 @@ def tensor(a, b, plan, *, num_p: int, num_q: int):
 _KS = ("num_p", "reduction", "dataflow")
 
 
+def _keyswitch(x, key, plan, tables, **kwargs):
+    """:func:`ks.keyswitch`, or its ``jax.shard_map`` form on a limb-sharded mesh when a sharded context's tables
+    say so (:class:`hemx.ckks.sharded_keyswitch.ShardedLevelTables`: static metadata, so the jit cache keys on it)."""
+    if isinstance(tables, sks.ShardedLevelTables):
+        return sks.keyswitch(x, key, plan, tables, **kwargs)
+    return ks.keyswitch(x, key, plan, tables, **kwargs)
+
+
 @partial(jax.jit, static_argnames=_KS)
 def relinearize(d0, d1, d2, key, plan, tables: LevelTables, *, num_p: int, reduction: str, dataflow: str):
     """``(d0, d1) + KeySwitch(d2)``: ``(..., 2, num_q, N)``."""
-    sw = ks.keyswitch(d2, key, plan, tables, num_p=num_p, reduction=reduction, dataflow=dataflow)
+    sw = _keyswitch(d2, key, plan, tables, num_p=num_p, reduction=reduction, dataflow=dataflow)
     q = _q_table(plan, num_p, tables.num_q).q
     return jnp.stack([modarith.add_mod(d0, sw[..., 0, :, :], q), modarith.add_mod(d1, sw[..., 1, :, :], q)], axis=-3)
 
@@ -110,7 +119,7 @@ def mul_relin_rescale(a, b, key, plan, tables: LevelTables, *, num_p: int, reduc
     ``(..., 2, num_q, N)`` x 2 -> ``(..., 2, num_q - drop, N)``."""
     d0, d1, d2 = tensor(a, b, plan, num_p=num_p, num_q=tables.num_q)
     fold = ks.RescaleFold(jnp.stack([d0, d1], axis=-3), tables.p_mod, tables.fold_conv, tables.fold_inv)
-    return ks.keyswitch(d2, key, plan, tables, num_p=num_p, reduction=reduction, dataflow=dataflow, fold=fold)
+    return _keyswitch(d2, key, plan, tables, num_p=num_p, reduction=reduction, dataflow=dataflow, fold=fold)
 
 
 @partial(jax.jit, static_argnames=_KS)
@@ -120,7 +129,7 @@ def rotate_one(ct, index_map, key, plan, tables: LevelTables, *, num_p: int, red
     The automorphism permutes the ciphertext's NTT slots first (it commutes exactly with the centered ModUp,
     and permuting ``num_q`` limbs is cheaper than permuting the ``D`` extended digits of ``num_p + num_q``)."""
     ct = automorphism.apply_ntt_automorphism(ct, index_map)
-    sw = ks.keyswitch(ct[..., 1, :, :], key, plan, tables, num_p=num_p, reduction=reduction, dataflow=dataflow)
+    sw = _keyswitch(ct[..., 1, :, :], key, plan, tables, num_p=num_p, reduction=reduction, dataflow=dataflow)
     q = _q_table(plan, num_p, tables.num_q).q
     return jnp.stack([modarith.add_mod(ct[..., 0, :, :], sw[..., 0, :, :], q), sw[..., 1, :, :]], axis=-3)
 
@@ -128,6 +137,8 @@ def rotate_one(ct, index_map, key, plan, tables: LevelTables, *, num_p: int, red
 @partial(jax.jit, static_argnames=("num_p", "reduction"))
 def rotate_hoisted(ct, index_maps, keys, plan, tables: LevelTables, *, num_p: int, reduction: str):
     """One ModUp of c1 shared by every Galois element: ``(..., 2, num_q, N) -> (R, ..., 2, num_q, N)``."""
+    if isinstance(tables, sks.ShardedLevelTables):
+        return sks.rotate_hoisted(ct, index_maps, keys, plan, tables, num_p=num_p, reduction=reduction)
     num_q = tables.num_q
     ext = ks.modup(ct[..., 1, :, :], plan, tables.modup, digits=tables.digits, num_p=num_p, num_q=num_q)
     q = _q_table(plan, num_p, num_q).q

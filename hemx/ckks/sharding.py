@@ -4,9 +4,17 @@
 The context it makes is a :class:`ShardedContext`: the same operations, whose every result is placed by
 :func:`hemx.parallel.spec_for` (batch axis on ``"batch"``, RNS limb axis on ``"limbs"``, replicated along an
 axis that does not divide the array). Outside a trace the result is put there with ``jax.device_put``; inside
-``jax.jit`` / ``jax.export`` a ``jax.lax.with_sharding_constraint`` keeps it there, and XLA's SPMD partitioner
-inserts the collectives for the steps that need every limb (INTT -> basis conversion in ModUp, ModDown,
-rescale). The NTT plan and the per-level tables are replicated on every device of the mesh.
+``jax.jit`` / ``jax.export`` a ``jax.lax.with_sharding_constraint`` keeps it there. The NTT plan and the
+per-level tables are replicated on every device of the mesh.
+
+Collectives. Every key switch (relinearization, with or without the folded rescale, rotation, conjugation,
+``switch_key``, hoisted rotations) runs as a hand-written ``jax.shard_map`` program
+(:mod:`hemx.ckks.sharded_keyswitch`: the key stays where it is, each device computes the accumulator rows of its
+key block, and all-gathers / collective permutes move exactly the towers the steps need) when the mesh's
+``"limbs"`` axis has ``D > 1`` devices and ``D`` divides the key's ``P + L`` rows; otherwise (``D == 1``, or the
+key replicated because ``D`` does not divide its rows), and for everything else (a separate ``rescale``, the
+tensor product, additions), XLA's SPMD partitioner inserts the collectives. ``keyswitch_path="partitioner"``
+forces the partitioner for key switches too (for comparison).
 
 The kernels are the same as on one device and every one is exact, so results are bit-identical to an unsharded
 context with the same parameters, NTT method and sampler.
@@ -27,6 +35,7 @@ import functools
 import jax
 
 from hemx import parallel
+from hemx.ckks import sharded_keyswitch as sks
 from hemx.ckks.ciphertext import Ciphertext, Plaintext
 from hemx.ckks.context import Context
 from hemx.ckks.keys import KeySet, PublicKey, SecretKey, SwitchingKey
@@ -41,11 +50,39 @@ DEFAULT_SHARDED_NTT = "mat3"
 
 
 class ShardedTableCache(TableCache):
-    """A :class:`TableCache` whose tables and index maps are replicated on every device of a mesh."""
+    """A :class:`TableCache` whose tables and index maps are replicated on every device of a mesh.
 
-    def __init__(self, params, *, reduction: str, mesh):
+    ``keyswitch_path`` (:data:`hemx.ckks.sharded_keyswitch.PATHS`): with "auto" or "shard_map", where
+    :func:`~hemx.ckks.sharded_keyswitch.uses_shard_map` holds, :meth:`level` returns
+    :class:`~hemx.ckks.sharded_keyswitch.ShardedLevelTables` (the level's tables plus the row tables of the
+    ``shard_map`` key switch, built here at concrete time and replicated), which make the evaluator switch keys
+    by ``jax.shard_map``; with "partitioner", or where the rule fails, the plain tables (XLA's partitioner).
+    """
+
+    def __init__(self, params, *, reduction: str, mesh, keyswitch_path: str = "auto"):
         super().__init__(params, reduction=reduction)
         self.mesh = mesh
+        if keyswitch_path not in sks.PATHS:
+            raise ParameterError(f"keyswitch_path must be one of {sks.PATHS}, got {keyswitch_path!r}")
+        self.keyswitch_path = keyswitch_path
+        self._sharded: dict = {}
+
+    def shard_spec(self):
+        """The :class:`~hemx.ckks.sharded_keyswitch.ShardSpec` of the shard_map key switch, or None where the
+        partitioner path is used (``keyswitch_path="partitioner"``, ``D == 1``, or ``D`` not dividing ``P + L``)."""
+        num_p = len(self.params.special_moduli)
+        rows = num_p + self.params.num_limbs
+        if self.keyswitch_path == "partitioner" or not sks.uses_shard_map(self.mesh, rows):
+            return None
+        d = dict(zip(self.mesh.axis_names, self.mesh.devices.shape))[parallel.LIMBS]
+        return sks.ShardSpec(self.mesh, int(d), rows, num_p)
+
+    def clear(self) -> None:
+        super().clear()
+        self._sharded = {}
+
+    def arrays(self) -> list:
+        return super().arrays() + jax.tree_util.tree_leaves(self._sharded)
 
     def _replicated(self, cache: dict, key, build):
         """``build(key)`` (which fills ``cache[key]`` on first use), replicated over the mesh once, when built."""
@@ -57,7 +94,17 @@ class ShardedTableCache(TableCache):
         return out
 
     def level(self, level: int):
-        return self._replicated(self._levels, level, super().level)
+        base = self._replicated(self._levels, level, super().level)
+        spec = self.shard_spec()
+        if spec is None:
+            return base
+        key = (level, spec)
+        if key not in self._sharded:
+            with jax.ensure_compile_time_eval():
+                rows = sks.build_row_tables(self.params, base, reduction=self.reduction)
+                self._sharded[key] = sks.ShardedLevelTables(base, parallel.replicate(rows, self.mesh),
+                                                            spec)
+        return self._sharded[key]
 
     def index_map(self, g: int):
         return self._replicated(self._maps, g, super().index_map)
@@ -77,13 +124,17 @@ def _jax_kernels(method):
 class ShardedContext(Context):
     """:class:`Context` whose ciphertexts, plaintexts and keys live on a device mesh (module docstring).
 
-    Built by ``hemx.Context(params, mesh=mesh, ...)``; every other argument is :class:`Context`'s.
+    Built by ``hemx.Context(params, mesh=mesh, ...)``; every other argument is :class:`Context`'s, plus
+    ``keyswitch_path``: "auto" (default; the ``jax.shard_map`` key switch of :mod:`hemx.ckks.sharded_keyswitch`
+    where the mesh's ``"limbs"`` axis has ``D > 1`` devices and ``D`` divides the key's ``P + L`` rows, XLA's
+    partitioner otherwise), "shard_map" (the same) or "partitioner" (always XLA's partitioner; for comparison).
+    Settable later through ``ctx.tables.keyswitch_path``.
 
     Attributes:
         mesh: the ``jax.sharding.Mesh``.
     """
 
-    def __init__(self, params, *, mesh, ntt: str | None = None, **kwargs):
+    def __init__(self, params, *, mesh, ntt: str | None = None, keyswitch_path: str = "auto", **kwargs):
         mesh = parallel.check_mesh(mesh)
         if ntt == ntt_kernels.NATIVE_METHOD:
             raise ParameterError("the native NTT is a CPU custom call without a partitioning rule; a sharded "
@@ -97,7 +148,7 @@ class ShardedContext(Context):
         self.mesh = mesh
         self.ring.plan = parallel.replicate(self.ring.plan, mesh)
         self.plan = self.ring.plan
-        self.tables = ShardedTableCache(params, reduction=self.reduction, mesh=mesh)
+        self.tables = ShardedTableCache(params, reduction=self.reduction, mesh=mesh, keyswitch_path=keyswitch_path)
 
     def __repr__(self) -> str:
         shape = dict(zip(self.mesh.axis_names, self.mesh.devices.shape))

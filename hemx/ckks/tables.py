@@ -147,3 +147,63 @@ class TableCache:
     def arrays(self) -> list:
         """Every cached leaf (for checks that no tracer was cached)."""
         return jax.tree_util.tree_leaves((self._levels, self._maps))
+
+
+# ------------------------------------------------------------------------------------------ packed arguments
+#: Leaves of at most this many elements are packed into one flat buffer per dtype (:func:`pack_tree`); larger
+#: ones (e.g. the NTT's (L, N) twiddle tables) stay separate arguments, so no kernel reads a copied slice of them.
+PACK_MAX_ELEMENTS = 1 << 12
+
+
+@dataclasses.dataclass(frozen=True)
+class PackedLayout:
+    """Where each leaf of a packed pytree lives (static, hashable): ``slots[i] = (buffer, offset, shape)``, with
+    ``offset == -1`` for a leaf passed whole as its own buffer."""
+
+    treedef: object
+    slots: tuple[tuple[int, int, tuple[int, ...]], ...]
+    num_buffers: int
+
+
+def pack_tree(tree, *, max_elements: int = PACK_MAX_ELEMENTS):
+    """``(buffers, layout)``: the array leaves of ``tree`` as a few device arrays (one flat buffer per dtype for
+    the small leaves, the large leaves as they are) and the static layout :func:`unpack_tree` rebuilds the tree
+    from. A jitted call then takes a handful of arguments instead of one per leaf (each costs dispatch time).
+    Concrete arrays only (built under ``jax.ensure_compile_time_eval``); raises TypeError for a non-array leaf.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    groups: dict[str, list[int]] = {}
+    for i, leaf in enumerate(leaves):
+        if not isinstance(leaf, (jax.Array, np.ndarray)) or isinstance(leaf, jax.core.Tracer):
+            raise TypeError(f"pack_tree needs concrete array leaves, got {type(leaf).__name__}")
+        if leaf.size <= max_elements:
+            groups.setdefault(np.dtype(leaf.dtype).str, []).append(i)
+    slots: list = [None] * len(leaves)
+    buffers: list = []
+    with jax.ensure_compile_time_eval():
+        for idxs in groups.values():
+            offset, parts = 0, []
+            for i in idxs:
+                host = np.asarray(leaves[i])
+                slots[i] = (len(buffers), offset, tuple(host.shape))
+                parts.append(host.reshape(-1))
+                offset += host.size
+            buffers.append(jax.device_put(np.concatenate(parts)))
+        for i, leaf in enumerate(leaves):
+            if slots[i] is None:
+                slots[i] = (len(buffers), -1, tuple(leaf.shape))
+                buffers.append(leaf if isinstance(leaf, jax.Array) else jax.device_put(leaf))
+    return tuple(buffers), PackedLayout(treedef, tuple(slots), len(buffers))
+
+
+def unpack_tree(buffers, layout: PackedLayout):
+    """The pytree :func:`pack_tree` packed (static slices of the buffers; traceable, bit-identical leaves)."""
+    leaves = []
+    for b, offset, shape in layout.slots:
+        buf = buffers[b]
+        if offset < 0:
+            leaves.append(buf)
+        else:
+            size = math.prod(shape)
+            leaves.append(jax.lax.slice_in_dim(buf, offset, offset + size).reshape(shape))
+    return jax.tree_util.tree_unflatten(layout.treedef, leaves)

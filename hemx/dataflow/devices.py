@@ -1,8 +1,8 @@
 """Inter-device traffic of one hybrid key switch under limb sharding, per dataflow (MP / DC / OC).
 
 Plain arithmetic on ``N``, the towers ``l`` of ``Q_l``, the special towers ``K``, the digits and the device
-count ``D``; compared with the collective bytes XLA's partitioner puts in the compiled program by
-``hemx bench scaling`` (``hemx.parallel.traffic``, ``docs/results/parallel-cpu.md``).
+count ``D``; compared with the collective bytes of the compiled programs (the ``shard_map`` key switch of
+``hemx.ckks.sharded_keyswitch`` and XLA's partitioner) by ``hemx bench scaling`` (``hemx.parallel.traffic``, ``docs/results/parallel-cpu.md``).
 
 Assumptions (an *owner-computes* lower bound, not a description of what XLA emits):
 
@@ -27,6 +27,19 @@ Assumptions (an *owner-computes* lower bound, not a description of what XLA emit
      exchange with ``K + r`` dropped towers.
 5. Words are the ciphertext's residues (``word_bytes``, 4 for hemx's uint32); "received per device" is the mean
    over the ``D`` devices (with balanced ownership every device receives the same), "total" is ``D`` times it.
+
+Key-aligned owner computes (``key_aligned=True``; what ``hemx.ckks.sharded_keyswitch`` runs with ``jax.shard_map``).
+Assumption 2 cannot hold for a stored ciphertext layout and a stored key layout at once: the key is split in
+contiguous blocks of ``c = (K + L) / D`` rows over the ``P + Q`` basis (``L`` the key's ``Q`` rows, ``key_rows =
+K + L``), the ciphertext in blocks of ``l / D`` ``Q`` towers (or replicated where ``D`` does not divide ``l``).
+hemx keeps the key still and lets device ``k`` own the accumulator rows of its key block, so on top of the
+exchanges above one more step, ``"relayout"``, moves the switched rows to the ciphertext's layout: every output
+row whose key-block owner is not one of its layout owners crosses once per layout owner (a replicated output:
+``D - 1`` times). With a folded rescale the addend ``d`` (two polynomials of ``l`` towers) also moves once, from
+the input's layout to the key-block owner of each tower, where ``acc + P d`` is formed (its dropped top towers
+then travel with ``[acc]_P``: the "rescale" step). Where the input is
+replicated (``D`` does not divide ``l``) ModUp needs no exchange. Counted exactly from the layouts (static
+integers), without the padding of uneven collective-permute pieces.
 
 Under those assumptions the *volume* is the same for the three dataflows: they compute the same conversions,
 only in a different order. What differs is how the exchange is cut (``rounds``: collectives in sequence) and the
@@ -96,8 +109,36 @@ class DeviceTraffic:
                 "total_bytes": self.total_bytes}
 
 
+def _layout_owners(row: int, n: int, devices: int) -> set[int]:
+    """Devices holding tower ``row`` of an ``n``-tower polynomial in the ciphertext layout."""
+    return {row // (n // devices)} if n % devices == 0 else set(range(devices))
+
+
+def relayout_towers(shape: KeySwitchShape, devices: int, *, key_rows: int | None = None, rescale: int = 0,
+                    folded: bool = False) -> float:
+    """Towers received per device (mean) by the key-aligned layout's extra exchanges (module docstring):
+    the switched pair from the key blocks to the ciphertext layout, and with a folded rescale the addend's
+    terms. ``key_rows``: the key's rows ``K + L`` (default ``K + l``: a key switch at the top level)."""
+    l, k, d = shape.towers, shape.special, int(devices)
+    rows = k + l if key_rows is None else int(key_rows)
+    if d == 1:
+        return 0.0
+    if rows % d:
+        raise ParameterError(f"the key-aligned layout needs devices ({d}) dividing the key's rows ({rows})")
+    c = rows // d
+    r = rescale if folded else 0
+    out = l - r
+    total = 0
+    for t in range(out):  # the switched pair: key-block owner -> layout owners
+        total += 2 * len(_layout_owners(t, out, d) - {(k + t) // c})
+    if r:  # the addend d: from the input's layout to the key-block owner of each tower
+        for t in range(l):
+            total += 2 * int((k + t) // c not in _layout_owners(t, l, d))
+    return total / d
+
+
 def device_traffic(shape: KeySwitchShape, dataflow: str, devices: int, *, rescale: int = 0,
-                   folded: bool = False) -> DeviceTraffic:
+                   folded: bool = False, key_aligned: bool = False, key_rows: int | None = None) -> DeviceTraffic:
     """Towers / words / bytes each of ``devices`` limb-sharded devices receives for one key switch of ``shape``.
 
     Args:
@@ -108,6 +149,9 @@ def device_traffic(shape: KeySwitchShape, dataflow: str, devices: int, *, rescal
             a multiplication with ``rescale=True``).
         folded: the rescale folded into ModDown (hemx's ``mul(..., rescale=True)``): one exchange of ``K + r``
             dropped towers instead of ModDown's ``K`` and a rescale's ``r`` (the same volume, one round less).
+        key_aligned: the layout hemx's ``shard_map`` key switch runs (module docstring): adds the step
+            ``"relayout"`` (:func:`relayout_towers`; one more round) and drops ModUp's exchange where ``D``
+            does not divide ``l`` (the input is then replicated). ``key_rows``: the key's rows (default ``K + l``).
     """
     flow = dataflow.upper()
     if flow not in DEVICE_DATAFLOWS:
@@ -126,6 +170,11 @@ def device_traffic(shape: KeySwitchShape, dataflow: str, devices: int, *, rescal
     else:
         rounds = 2 + extra_round
         peak = max(l, 2 * (k + (rescale if folded else 0))) * frac
+    if key_aligned:
+        steps["relayout"] = relayout_towers(shape, devices, key_rows=key_rows, rescale=rescale, folded=folded)
+        if l % devices:
+            steps["modup"] = 0.0
+        rounds += 1
     if devices == 1:
         rounds, peak = 0, 0.0
     return DeviceTraffic(flow, int(devices), steps, rounds, peak, shape.n, shape.word_bytes)

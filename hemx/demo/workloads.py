@@ -289,6 +289,21 @@ def run_logreg(
     update("client: decrypt", 1, 1)
 
     reference = logreg.train_plaintext(data.x_train, data.y_train, spec)
+    sizes = {"context": len(context_bytes), "evaluation_keys": len(eval_key_bytes),
+             "train_ciphertext": len(train_request), "test_ciphertext": len(test_request),
+             "weights_ciphertext": len(weights_reply)}
+    return _logreg_summary(data, spec, params, ntt, reference, w_enc, scores_enc, clock, sizes,
+                           iteration_seconds=[b - a for a, b in zip(marks, marks[1:])])
+
+
+def _logreg_summary(data, spec, params, ntt: str, reference, w_enc, scores_enc, clock: _Clock, sizes: dict,
+                    **mode) -> dict:
+    """The summary fields both logistic-regression modes report, then the mode's own (``mode``) and the device.
+
+    ``reference``: the plaintext training (:func:`hemx.apps.logreg.train_plaintext`); ``w_enc`` / ``scores_enc``:
+    the decrypted weights and test scores; ``sizes``: the serialized sizes in bytes."""
+    from hemx.apps import logreg
+
     scores_plain = data.x_test @ reference.weights
     return {
         "workload": "logreg",
@@ -305,12 +320,10 @@ def run_logreg(
         "max_abs_weight_error": float(np.max(np.abs(w_enc - reference.weights))),
         "max_abs_score_error": float(np.max(np.abs(scores_enc - scores_plain))),
         "seconds": clock.seconds,
-        "iteration_seconds": [b - a for a, b in zip(marks, marks[1:])],
         "first_iteration_includes_compilation": True,
         "latency_per_test_sample_ms": clock.seconds["server inference"] / len(data.y_test) * 1e3,
-        "bytes": {"context": len(context_bytes), "evaluation_keys": len(eval_key_bytes),
-                  "train_ciphertext": len(train_request), "test_ciphertext": len(test_request),
-                  "weights_ciphertext": len(weights_reply)},
+        "bytes": sizes,
+        **mode,
         **_device(),
     }
 
@@ -403,50 +416,33 @@ def run_logreg_bootstrapped(
                                           len(data.y_test))
     update("client: decrypt", 1, 1)
 
-    scores_plain = data.x_test @ reference.weights
     iteration_seconds = [b - a for a, b in zip(marks, marks[1:])]
     boot_at = set(log.at)
     plain_iterations = [s for t, s in enumerate(iteration_seconds) if t > 0 and t not in boot_at]
     later_bootstraps = log.seconds[1:] or log.seconds
-    return {
-        "workload": "logreg",
-        "mode": "bootstrapping",
-        "security": logreg.insecure_note(params),
-        "secure": params.name == "boot_16",
-        "train_samples": len(data.y_train),
-        "test_samples": len(data.y_test),
-        "features": data.n_features,
-        "iterations": spec.iterations,
-        "learning_rate": spec.learning_rate,
-        "sigmoid": f"degree {spec.sigmoid.degree} on [-{spec.sigmoid.bound:g}, {spec.sigmoid.bound:g}]",
-        "parameters": params.describe(),
-        "ntt": ntt,
-        "rotation_keys": len(spec.rotation_steps),
-        "accuracy_plaintext": logreg.accuracy(scores_plain, data.y_test),
-        "accuracy_encrypted": logreg.accuracy(scores_enc, data.y_test),
-        "agreement": float(np.mean((scores_enc > 0) == (scores_plain > 0))),
-        "max_abs_weight": float(np.max(np.abs(reference.weights))),
-        "max_abs_weight_error": float(np.max(np.abs(w_enc - reference.weights))),
-        "max_abs_score_error": float(np.max(np.abs(scores_enc - scores_plain))),
-        "max_abs_z": reference.max_abs_z,
-        "bootstraps": log.count,
-        "bootstrap_at_iterations": list(log.at),
-        "bootstrap_seconds": list(log.seconds),
-        "bootstrap_median_s": float(np.median(later_bootstraps)) if log.seconds else 0.0,
-        "levels": {"chain": params.max_level, "data": plan.top_level, "after_bootstrap": plan.output_level,
-                   "state_before_bootstrap": sorted(set(log.level_before)), "weights_out": ct_w.level,
-                   "per_iteration": spec.depth_per_iteration},
-        "shrink": plan.shrink,
-        "largest_state": plan.largest_state,
-        "largest_shrunk_state": plan.largest,
-        "seconds": clock.seconds,
-        "iteration_seconds": iteration_seconds,
-        "iteration_median_s": float(np.median(plain_iterations)) if plain_iterations else 0.0,
-        "iteration_mean_with_bootstraps_s": clock.seconds["server training"] / spec.iterations,
-        "first_iteration_includes_compilation": True,
-        "latency_per_test_sample_ms": clock.seconds["server inference"] / len(data.y_test) * 1e3,
-        "bytes": {"context": len(context_bytes), "evaluation_keys": eval_key_size,
-                  "train_ciphertext": len(train_request), "test_ciphertext": len(test_request),
-                  "weights_ciphertext": len(weights_reply)},
-        **_device(),
-    }
+    sizes = {"context": len(context_bytes), "evaluation_keys": eval_key_size,
+             "train_ciphertext": len(train_request), "test_ciphertext": len(test_request),
+             "weights_ciphertext": len(weights_reply)}
+    return _logreg_summary(
+        data, spec, params, ntt, reference, w_enc, scores_enc, clock, sizes,
+        mode="bootstrapping",
+        security=logreg.insecure_note(params),
+        secure=params.name == "boot_16",
+        learning_rate=spec.learning_rate,
+        sigmoid=f"degree {spec.sigmoid.degree} on [-{spec.sigmoid.bound:g}, {spec.sigmoid.bound:g}]",
+        max_abs_weight=float(np.max(np.abs(reference.weights))),
+        max_abs_z=reference.max_abs_z,
+        bootstraps=log.count,
+        bootstrap_at_iterations=list(log.at),
+        bootstrap_seconds=list(log.seconds),
+        bootstrap_median_s=float(np.median(later_bootstraps)) if log.seconds else 0.0,
+        levels={"chain": params.max_level, "data": plan.top_level, "after_bootstrap": plan.output_level,
+                "state_before_bootstrap": sorted(set(log.level_before)), "weights_out": ct_w.level,
+                "per_iteration": spec.depth_per_iteration},
+        shrink=plan.shrink,
+        largest_state=plan.largest_state,
+        largest_shrunk_state=plan.largest,
+        iteration_seconds=iteration_seconds,
+        iteration_median_s=float(np.median(plain_iterations)) if plain_iterations else 0.0,
+        iteration_mean_with_bootstraps_s=clock.seconds["server training"] / spec.iterations,
+    )

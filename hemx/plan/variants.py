@@ -30,14 +30,21 @@ NO_SPLIT_METHODS = ("butterfly", NATIVE_METHOD)
 DATAFLOWS: tuple[str, ...] = ("mp", "dc", "oc")
 MATRIX_METHODS = ("four_step", "mat3", "multilevel")
 
-#: What a context uses when planning is off, per JAX backend (not measured: documented defaults), except that on
-#: CPU the native NTT takes precedence where it is available (:func:`static_default`).
-#: The radix-2 butterfly with Shoup products is the fastest exact NTT measured on the development CPU
-#: (docs/results/kernels-cpu.md); TPUs lack fast 64-bit products, where CROSS's layout-invariant matrix NTT
-#: with Montgomery merges is the paper's choice.
+#: What a context uses when planning is off, per JAX backend (not measured: documented defaults; the planner
+#: times the variants wherever it can run them), except that on CPU the native NTT takes precedence where it is
+#: available (:func:`static_default`).
+#:
+#: * cpu: the radix-2 butterfly with Shoup products, the fastest exact JAX NTT measured on the development CPU
+#:   (docs/results/kernels-cpu.md).
+#: * gpu and tpu: the matrix-engine NTT (CROSS's layout-invariant ``mat3``), whose work is int8 x int8 -> int32
+#:   matmuls (BAT) that tensor cores and the MXU run natively; a few large GEMMs per transform (R x C, about
+#:   256 x 256 at N = 2^16) rather than the butterfly's log N element-wise passes. Reductions: Shoup on GPUs,
+#:   which multiply 32-bit words with a native high product, Montgomery on TPUs (CROSS's choice: no fast
+#:   64-bit products there). ``four_step`` (TensorFHE) and ``multilevel`` (WarpDrive) are the other matrix
+#:   variants; the planner compares them all where it can time.
 STATIC_DEFAULTS: dict[str, tuple[str, str]] = {
     "cpu": ("butterfly", "shoup"),
-    "gpu": ("butterfly", "shoup"),
+    "gpu": ("mat3", "shoup"),
     "tpu": ("mat3", "montgomery"),
 }
 FALLBACK_DEFAULT = ("butterfly", "shoup")

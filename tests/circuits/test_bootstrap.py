@@ -34,7 +34,7 @@ MEASURED = {  # worst-slot bits, boot_12 (uniform secret, encapsulation), seeded
     "complex": 23.7,
     "two_iterations": 39.7,
     "chain5": 21.6,
-    "sparse64": 26.2,
+    "sparse64": 26.9,  # 26.2 with the full-slot transforms
 }
 MEASURED_MEAN = {"real": 26.8, "two_iterations": 42.5}
 
@@ -194,8 +194,8 @@ def test_errors_and_parameters_without_room():
 
 
 def test_context_front_sparse_slots_and_bootstrap_keys():
-    """ctx.keygen(bootstrap=True) + ctx.bootstrap on a sparse context (64 slots): the transforms run on all N/2
-    slots (the sparse values repeat there), keys for their rotations come as raw Galois elements."""
+    """ctx.keygen(bootstrap=True) + ctx.bootstrap on a sparse context (64 slots): a five-step trace back into the
+    subring, then 64-slot transforms; keys for their rotations come as raw Galois elements."""
     params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
     ctx = hemx.Context(params, slots=64, sampler=Sampler.insecure_for_tests(6))
     keys = ctx.keygen(rotations=[1], bootstrap=True)

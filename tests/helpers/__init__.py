@@ -1,2 +1,3 @@
 """Shared test helpers: ``reference`` (independent Python-int oracles), ``ckks_helpers`` (small contexts,
-precision checks) and ``expected`` (the expected-precision table the docs quote)."""
+precision checks), ``expected`` (the expected-precision table the docs quote) and ``native`` (the instruction sets
+the native kernels run on this CPU)."""

@@ -246,3 +246,22 @@ def test_accepts_lowered_compiled_and_text():
         s = parallel.summarize(obj)
         assert s.collectives == 0 and s.devices == 1
     assert parallel.collectives(lowered) == []
+
+
+def test_model_key_aligned_relayout():
+    """``key_aligned=True`` (the shard_map key switch's layouts): the relayout step, counted by hand for the bench
+    ring on 4 devices (key blocks of 3 rows over P0-3, Q0-7; ciphertext blocks of 2 Q towers)."""
+    t = device_traffic(SHAPE, "MP", 4, key_aligned=True)
+    # Q0,Q1 (key block 1 -> layout 0), Q2,Q3 (2 -> 1), Q5 (3 -> 2): 5 towers of 2 polynomials, over 4 devices
+    assert t.steps["relayout"] == 2 * 5 / 4 and t.steps["modup"] == 6 and t.rounds == 3
+    assert t.total_bytes == device_traffic(SHAPE, "MP", 4).total_bytes + 10 * SHAPE.tower_bytes
+    # folded rescale (r = 2, 6 kept towers, replicated on 4 devices): every kept tower to the 3 devices without
+    # it (2 * (6 * 4 - 6) = 36 towers), plus the addend to the key blocks (Q0-3, Q5 as above: 10 towers)
+    f = device_traffic(SHAPE, "MP", 4, rescale=2, folded=True, key_aligned=True)
+    assert f.steps["relayout"] == (36 + 10) / 4
+    # a replicated input (D does not divide l) needs no ModUp exchange
+    odd = KeySwitchShape(n=64, towers=6, special=2, digit_sizes=(3, 3), word_bytes=4)
+    assert device_traffic(odd, "MP", 4, key_aligned=True, key_rows=12).steps["modup"] == 0.0
+    assert device_traffic(SHAPE, "MP", 1, key_aligned=True).total_bytes == 0
+    with pytest.raises(ParameterError):
+        device_traffic(SHAPE, "MP", 8, key_aligned=True)  # 8 does not divide the key's 12 rows

@@ -8,6 +8,11 @@ polynomial ``m`` (``m ~ D v`` through the encoding):
    correction of its ``u q0`` term, NTT) to the top level. The ciphertext now decrypts to ``m + q0 I`` with an integer polynomial
    ``I`` (``|I| <= K``, :func:`~hemx.circuits.bootstrap.mod1.bound_for`) and is *read* at the scale
    ``S ~ q0 (K + 1)`` chosen below, so its slots are ``U (m + q0 I) / S`` (a reinterpretation: no arithmetic).
+   **Sparse slots** (``s < N/2``): ``m`` lies in the subring ``Z[X^g]``, ``g = N / 2s``, but ``I`` is dense. The
+   trace onto that subring, ``log2(g)`` rotations by ``s, 2s, .., N/4`` slots (over ``N/2``) each added to the
+   running sum, keeps the ``X^(g j)`` coefficients times ``g`` and cancels every other one, so the sum is
+   ``g (m + q0 I')`` with ``I'`` the subring part of ``I`` (still bounded by ``K``); ``1/g`` is folded into
+   CoeffsToSlots' first factor. Every transform then works on ``s`` slots (``2s`` coefficients) instead of ``N/2``.
 2. **CoeffsToSlots.** The inverse special FFT (:mod:`~hemx.circuits.bootstrap.dft`, ``cts_levels`` factors, one
    level each, built with :class:`~hemx.circuits.LinearTransform`) puts the coefficients into the slots,
    halved: ``x = c (B w) / 2`` with ``w_j = u_j + i u_{s+j}``, ``u = (m + q0 I) / q0`` and ``c = S / (q0 (K+1))``
@@ -94,7 +99,8 @@ class Bootstrapper:
     """Bootstrapping for one context, prepared once (transforms encoded, EvalMod fitted).
 
     Args:
-        ctx: the :class:`~hemx.Context` (full or sparse slots; the transforms run on all N/2 slots).
+        ctx: the :class:`~hemx.Context`, full or sparse slots (``Context(params, slots=s)``): the transforms run
+            on ``ctx.slots`` slots, after a trace onto the subring for sparse ones (module docstring).
         k: bound on the ModRaise overflow ``|I|``; default from the secret's Hamming weight (:func:`bound_for`):
             the main secret's if it has at most :data:`EPHEMERAL_WEIGHT` non-zeros, else the ephemeral sparse
             secret's (sparse-secret encapsulation: ``keygen(bootstrap=True)`` makes the keys s -> s' and s' -> s,
@@ -110,7 +116,8 @@ class Bootstrapper:
             ``R = 2^8``, ``2^-25`` at ``2^14``). At most the parameters' own ``log2(q0 / D)``.
 
     Attributes:
-        rotations: rotation steps over N/2 slots that :meth:`bootstrap` needs (plus the conjugation key);
+        rotations: rotation steps over N/2 slots that :meth:`bootstrap` needs (plus the conjugation key): the
+            transforms' (below ``ctx.slots``) and, for sparse slots, the trace's ``trace_steps``;
             ``galois_elements`` the same as Galois elements, for ``ctx.keygen(galois_elements=...)``, which is
             what ``ctx.keygen(bootstrap=True)`` uses.
         plan: the level budget (:class:`BootstrapPlan`); ``plan.output_level`` is the level of the result.
@@ -126,10 +133,13 @@ class Bootstrapper:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ParameterError(f"{name} must be a positive integer, got {v!r}")
         self.ctx = ctx
-        # A sparse ciphertext (s < N/2 slots) is also a full-slot one whose slots repeat its s values; its
-        # ModRaise overflow q0 I is dense anyway, so the transforms always run on all N/2 slots.
-        self.slots = p.n // 2
-        full = CKKSEvaluator(ctx, None, slots=self.slots)
+        # Sparse slots (s < N/2): the trace onto Z[X^(N/2s)] after ModRaise (rotations by s 2^j over N/2 slots)
+        # leaves a polynomial whose slots repeat with period s, so every transform runs on s slots.
+        # (at least 2: the special FFT's smallest size; one slot is a 2-slot vector whose values repeat)
+        self.slots = max(2, int(ctx.slots))
+        #: rotation steps (over N/2 slots) of the trace that makes a sparse ModRaise result sparse again
+        self.trace_steps = tuple(self.slots << j for j in range(int(math.log2(p.n // 2 // self.slots))))
+        slot_ev = CKKSEvaluator(ctx, None, slots=self.slots)
         base_count = p.level_sizes[0]
         self.base_moduli = tuple(p.moduli[:base_count])
         self.q0 = float(math.prod(self.base_moduli))
@@ -168,10 +178,10 @@ class Bootstrapper:
                                  "q0 (K + 1) < scale * q_l")
         self.raised_scale = self.evalmod_scale * divisor / 2.0 ** self.power  # S, exactly
         # CoeffsToSlots: F^-1 in cts_levels factors, c / 2 folded into the first one applied
-        fold = self.raised_scale / (self.q0 * (self.k + 1)) / 2.0
+        fold = self.raised_scale / (self.q0 * (self.k + 1)) / 2.0 / (p.n // (2 * self.slots))  # 1/g: the trace
         cts = dft.grouped_factors(self.slots, self.plan.cts_levels, inverse=True)
         cts[0] = dft.scaled(cts[0], fold)
-        self.cts = [LinearTransform(full, f, level=top - i) for i, f in enumerate(cts)]
+        self.cts = [LinearTransform(slot_ev, f, level=top - i) for i, f in enumerate(cts)]
         # SlotsToCoeffs: F in stc_levels factors, q0 / (2 pi D) folded into the last one applied
         stc = dft.grouped_factors(self.slots, self.plan.stc_levels, inverse=False)
         stc[-1] = dft.scaled(stc[-1], self.q0 / (2.0 * math.pi * self.design_scale * 2.0 ** self.premultiply))
@@ -182,10 +192,10 @@ class Bootstrapper:
         y = self.eval_mod(sim, sim.encrypt(np.zeros(1), level=norm_level - 1, scale=self.evalmod_scale))
         last = self.plan.output_level + 1
         last_scale = self.design_scale * ctx.rescale_divisor(last) / y.scale
-        self.stc = [LinearTransform(full, f, level=stc_top - i,
+        self.stc = [LinearTransform(slot_ev, f, level=stc_top - i,
                                     plain_scale=last_scale if stc_top - i == last else None)
                     for i, f in enumerate(stc)]
-        self.rotations = tuple(sorted({r for lt in self.cts + self.stc for r in lt.rotations}))
+        self.rotations = tuple(sorted({r for lt in self.cts + self.stc for r in lt.rotations} | set(self.trace_steps)))
         #: the Galois elements of those rotations over N/2 slots, and conjugation: ``keygen(galois_elements=...)``
         self.galois_elements = tuple(sorted({automorphism.galois_element(p.n, r) for r in self.rotations}
                                             | {automorphism.conjugation_element(p.n)}))
@@ -247,6 +257,15 @@ class Bootstrapper:
         any :mod:`hemx.circuits` evaluator (the :class:`SlotSimulator` included)."""
         return self.evalmod(ev, t, scale=self.evalmod_scale)
 
+    def trace(self, ct: Ciphertext, keys) -> Ciphertext:
+        """Sparse slots: the sum of ``ct``'s images under the rotations by multiples of ``s`` (over N/2 slots),
+        in ``log2(N / 2s)`` doublings: the subring part of the plaintext times ``N / 2s`` (module docstring)."""
+        ctx, slots = self.ctx, ct.slots
+        full = ct.replace(slots=self.ctx.params.n // 2)
+        for step in self.trace_steps:
+            full = ctx.add(full, ctx.rotate(full, step, keys))
+        return full.replace(slots=slots)
+
     def coeffs_to_slots(self, ev, ct):
         for lt in self.cts:
             ct = lt.apply(ct, ev.keys)
@@ -275,6 +294,9 @@ class Bootstrapper:
             raise ParameterError(f"iterations must be 1, 2 or 3, got {iterations!r}")
         if isinstance(refine_bits, bool) or not isinstance(refine_bits, (int, np.integer)) or not 1 <= refine_bits <= 24:
             raise ParameterError(f"refine_bits must be an integer in [1, 24], got {refine_bits!r}")
+        if ct.slots > self.slots:
+            raise ParameterError(f"this bootstrapper runs {self.slots}-slot transforms: a ciphertext of {ct.slots} "
+                                 "slots needs a context with at least that many (Context(params, slots=...))")
         if iterations > 1 and self.plan.output_level < 1:
             raise LevelError("iterated bootstrapping needs an output level >= 1 (to align the error at level 0)")
         ev = CKKSEvaluator(ctx, keys, slots=self.slots)
@@ -300,6 +322,8 @@ class Bootstrapper:
         x = self.mod_raise(ct)
         if self.encapsulation_weight is not None:  # back to the main secret, before any rotation key is used
             x = ctx.switch_key(x, keys.switching_key("from_sparse", "bootstrapping"))
+        if self.trace_steps:  # sparse slots: back into the subring (ModRaise's overflow is dense)
+            x = self.trace(x, keys)
         x = self.coeffs_to_slots(ev, x)
         conj = ctx.conjugate(x, keys)
         re = ctx.add(x, conj)

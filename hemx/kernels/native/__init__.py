@@ -94,6 +94,8 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
                 lib.hemx_native_set_isa.argtypes = [ctypes.c_char_p]
                 lib.hemx_native_set_isa.restype = ctypes.c_int
                 lib.hemx_native_set_max_threads.argtypes = [ctypes.c_int]
+                if hasattr(lib, "hemx_native_set_inline_residues"):
+                    lib.hemx_native_set_inline_residues.argtypes = [ctypes.c_longlong]
                 for target, symbol in _TARGETS.items():
                     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
                 for target, symbol in _OPTIONAL_TARGETS.items():
@@ -177,6 +179,19 @@ def set_max_threads(count: int) -> None:
     if not isinstance(count, (int, np.integer)) or count < 0:
         raise ParameterError(f"thread cap must be a non-negative integer, got {count!r}")
     _lib().hemx_native_set_max_threads(int(count))
+
+
+def set_inline_residues(count: int | None = None) -> None:
+    """Work, in residues, below which one native call runs on its caller's thread alone (None: the default, 2^16:
+    handing less to XLA's thread pool costs more than it saves, and on a loaded machine the caller waits on
+    preempted helpers). 0 threads every call that has more than one chunk (the tests use it to cover the
+    threaded path on small inputs)."""
+    if count is not None and (isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0):
+        raise ParameterError(f"inline threshold must be None or a non-negative integer, got {count!r}")
+    lib = _lib()
+    if not hasattr(lib, "hemx_native_set_inline_residues"):
+        raise BackendError("this native library predates set_inline_residues: rebuild it (pip install --no-deps -e .)")
+    lib.hemx_native_set_inline_residues(-1 if count is None else int(count))
 
 
 @functools.lru_cache(maxsize=None)
@@ -484,6 +499,6 @@ def on_cpu(native_fn, jax_fn, *args):
     return jax.lax.platform_dependent(*args, cpu=native_fn, default=jax_fn)
 
 
-__all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "set_max_threads", "build_id",
-           "library_path", "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv",
+__all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "set_max_threads", "set_inline_residues",
+           "build_id", "library_path", "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv",
            "modup", "divide_by_dropped", "has_fused_keyswitch", "on_cpu", "ISAS"]

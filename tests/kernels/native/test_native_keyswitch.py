@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import jax
 import jax.numpy as jnp
@@ -20,46 +19,25 @@ from hypothesis import strategies as st
 
 from hemx import nt
 from hemx.ckks import keyswitch as ks
-from hemx.errors import ParameterError, ShapeError
+from hemx.errors import ShapeError
 from hemx.kernels import bconv as BC
 from hemx.kernels import modarith as M
 from hemx.kernels import native
 from hemx.kernels import ntt as K
+from tests.helpers.native import supported_isas
 
 jax.config.update("jax_enable_x64", True)  # the JAX reference kernels (Barrett products) need uint64
 
 
 @pytest.fixture(autouse=True)
-def native_on(monkeypatch):
-    monkeypatch.delenv("HEMX_NATIVE", raising=False)
-    assert native.available(), native.reason()  # the library is part of the build: its absence is a failure
+def fused_kernels(native_on):  # native_on (conftest.py): HEMX_NATIVE cleared, the library present
     if not native.has_fused_keyswitch():  # a library built before these kernels (rebuild: python hemx/kernels/native/_build.py)
         pytest.skip(f"{native.library_path()} predates hemx_modup / hemx_divide")
-    yield
-    monkeypatch.delenv("HEMX_NATIVE", raising=False)
-    native.set_isa("auto")
-    native.set_max_threads(0)
 
 
-def _isas() -> list[str]:
-    saved = os.environ.pop("HEMX_NATIVE", None)  # collected under HEMX_NATIVE=0 too (the fixture re-enables)
-    out = []
-    try:
-        for name in native.ISAS:
-            try:
-                native.set_isa(name)
-                out.append(name)
-            except ParameterError:
-                pass
-        native.set_isa("auto")
-    finally:
-        if saved is not None:
-            os.environ["HEMX_NATIVE"] = saved
-    return out
-
-
-ISAS = _isas()
-FEW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ISAS = supported_isas()
+# every example compiles its own programs (its digit layout, limb counts and batch shape are static): 6 examples
+FEW = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @functools.lru_cache(maxsize=None)
@@ -116,22 +94,32 @@ def _modup_case(n, bits, num_q, num_p, dsize, lead, seed):
 def test_modup_matches_jax(bits, layout, num_p, lead, seed):
     num_q, dsize = layout
     nat, bfly, digits, mps, x = _modup_case(64, bits, num_q, num_p, dsize, lead, seed)
-    f = _modup_fn(digits, num_p, num_q)
+    # the reference gets a jitted function of its own: jit caches a trace per function and argument structure,
+    # not per native.disabled() block, so the butterfly plan's call below would otherwise rerun the JAX trace
+    f, jax_f = _modup_fn(digits, num_p, num_q), _modup_fn(digits, num_p, num_q)
     with native.disabled():
-        want = np.asarray(f(x, bfly, mps))
+        want = np.asarray(jax_f(x, bfly, mps))
     assert want.shape == lead + (len(digits), num_p + num_q, 64)
     for plan in (nat, bfly):  # both plans with butterfly tables take the fused call on CPU
         np.testing.assert_array_equal(np.asarray(f(x, plan, mps)), want)
+
+
+@functools.lru_cache(maxsize=None)
+def _modup_sizes_case(n: int):
+    """``(f, nat, mps, x, want)`` for one size, shared by every instruction set: the library picks the instruction
+    set when the kernel runs, so the programs compiled for the first one serve the others."""
+    nat, bfly, digits, mps, x = _modup_case(n, 30, 10, 3, 4, (2,), 7)  # digits 4, 4, 2
+    with native.disabled():
+        want = np.asarray(_modup_fn(digits, 3, 10)(x, bfly, mps))
+    return _modup_fn(digits, 3, 10), nat, mps, x, want
 
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_modup_isas_and_sizes(isa):
     native.set_isa(isa)
     for n in (16, 4096):  # below the SIMD width's transforms (scalar fallback) and a realistic size
-        nat, bfly, digits, mps, x = _modup_case(n, 30, 10, 3, 4, (2,), 7)  # digits 4, 4, 2
-        f = _modup_fn(digits, 3, 10)
-        with native.disabled():
-            want = np.asarray(f(x, bfly, mps))
+        f, nat, mps, x, want = _modup_sizes_case(n)
+        assert native.isa() == isa
         np.testing.assert_array_equal(np.asarray(f(x, nat, mps)), want)
 
 
@@ -142,7 +130,8 @@ def test_modup_vmap_threads_and_direct_call():
         want = np.asarray(f(x, bfly, mps))
     np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: f(v, nat, mps))(x)), want)
     direct = jax.jit(lambda v, p, m: native.modup(v, p, m, digits=digits, num_p=2))
-    for threads in (1, 2, 0):
+    for inline, threads in ((None, 1), (None, 2), (None, 0), (0, 2), (0, 0)):  # 0: threaded even when small
+        native.set_inline_residues(inline)
         native.set_max_threads(threads)
         np.testing.assert_array_equal(np.asarray(direct(x, nat, mps)), want)
     with pytest.raises(ShapeError):
@@ -183,37 +172,57 @@ def test_divide_matches_jax(bits, shape, lead, seed):
     nat, bfly, acc, (dplan, pinv), (rplan, dinv), (bplan, binv) = _divide_case(64, bits, num_q, num_p, drop, lead,
                                                                               seed)
     kw = dict(reduction="shoup")
-    moddown = jax.jit(lambda a, p, c, i: ks.moddown(a, p, c, i, num_p=num_p, num_q=num_q, **kw))
     k = num_q - drop  # rescale: the top primes of Q_l
-    rescale = jax.jit(lambda a, p, c, i: ks.divide_by_dropped(a[..., num_p : num_p + k, :], a[..., num_p + k :, :], p,
-                                                              c, i, keep=(num_p, num_p + k), drop=(num_p + k, m), **kw))
-    # the folded rescale's division: P and the top primes dropped together (two ranges)
-    both = jax.jit(lambda a, p, c, i: ks.divide_by_dropped(
-        a[..., num_p : num_p + k, :], jnp.concatenate([a[..., :num_p, :], a[..., num_p + k :, :]], axis=-2), p, c, i,
-        keep=(num_p, num_p + k), drop=((0, num_p), (num_p + k, m)), **kw))
-    for f, tabs in ((moddown, (dplan, pinv)), (rescale, (rplan, dinv)), (both, (bplan, binv))):
+
+    def divisions():
+        moddown = jax.jit(lambda a, p, c, i: ks.moddown(a, p, c, i, num_p=num_p, num_q=num_q, **kw))
+        rescale = jax.jit(lambda a, p, c, i: ks.divide_by_dropped(
+            a[..., num_p : num_p + k, :], a[..., num_p + k :, :], p, c, i, keep=(num_p, num_p + k),
+            drop=(num_p + k, m), **kw))
+        # the folded rescale's division: P and the top primes dropped together (two ranges)
+        both = jax.jit(lambda a, p, c, i: ks.divide_by_dropped(
+            a[..., num_p : num_p + k, :], jnp.concatenate([a[..., :num_p, :], a[..., num_p + k :, :]], axis=-2), p,
+            c, i, keep=(num_p, num_p + k), drop=((0, num_p), (num_p + k, m)), **kw))
+        return moddown, rescale, both
+
+    # the references get jitted functions of their own (jit caches a trace per function and argument structure,
+    # not per native.disabled() block: the butterfly plan's call would otherwise rerun the JAX trace)
+    tables = ((dplan, pinv), (rplan, dinv), (bplan, binv))
+    for f, jax_f, tabs in zip(divisions(), divisions(), tables):
         with native.disabled():
-            want = np.asarray(f(acc, bfly, *tabs))
+            want = np.asarray(jax_f(acc, bfly, *tabs))
         for plan in (nat, bfly):
             np.testing.assert_array_equal(np.asarray(f(acc, plan, *tabs)), want)
 
 
-@pytest.mark.parametrize("isa", ISAS)
-def test_divide_isas_vmap_and_rows(isa):
-    native.set_isa(isa)
+@functools.lru_cache(maxsize=None)
+def _divide_isas_case():
+    """Shared by every instruction set (picked when the kernel runs: one set of compiled programs serves all)."""
     num_q, num_p = 6, 3
     nat, bfly, acc, (dplan, pinv), _, _ = _divide_case(4096, 30, num_q, num_p, 1, (2,), 3)
-    f = jax.jit(lambda a, p: ks.moddown(a, p, dplan, pinv, num_p=num_p, num_q=num_q, reduction="barrett"))
+
+    def moddown():
+        return jax.jit(lambda a, p: ks.moddown(a, p, dplan, pinv, num_p=num_p, num_q=num_q, reduction="barrett"))
+
     with native.disabled():
-        want = np.asarray(f(acc, bfly))
-    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda a: f(a, nat))(acc)), want)
+        want = np.asarray(moddown()(acc, bfly))
     # the kernel reads any rows of one array: the same division with the rows permuted
     perm = np.random.default_rng(5).permutation(num_p + num_q)
     where = np.argsort(perm)  # row of limb i in the permuted array
     direct = jax.jit(lambda a, p: native.divide_by_dropped(
         a, ks.limb_plan(p, num_p, num_p + num_q), ks.limb_plan(p, 0, num_p), dplan, pinv,
         keep_rows=where[num_p:], drop_rows=where[:num_p]))
-    for threads in (1, 0):
+    return num_q, num_p, nat, acc, dplan, pinv, moddown(), want, perm, where, direct
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_divide_isas_vmap_and_rows(isa):
+    native.set_isa(isa)
+    num_q, num_p, nat, acc, dplan, pinv, f, want, perm, where, direct = _divide_isas_case()
+    assert native.isa() == isa
+    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda a: f(a, nat))(acc)), want)
+    for inline, threads in ((None, 1), (None, 0), (0, 0)):  # inline 0: threaded even when small
+        native.set_inline_residues(inline)
         native.set_max_threads(threads)
         np.testing.assert_array_equal(np.asarray(direct(acc[..., perm, :], nat)), want)
     with pytest.raises(ShapeError):

@@ -25,40 +25,9 @@ from hemx.kernels import native
 from hemx.kernels import ntt as K
 from hemx.ring import RNSRing
 from tests.helpers import reference as ref
+from tests.helpers.native import supported_isas
 
-
-@pytest.fixture(autouse=True)
-def native_on(monkeypatch):
-    monkeypatch.delenv("HEMX_NATIVE", raising=False)
-    assert native.available(), native.reason()  # the library is part of the build: its absence is a failure
-    yield
-    monkeypatch.delenv("HEMX_NATIVE", raising=False)
-    native.set_isa("auto")
-    native.set_max_threads(0)
-
-
-def supported_isas() -> list[str]:
-    out = []
-    for name in native.ISAS:
-        try:
-            native.set_isa(name)
-            out.append(name)
-        except ParameterError:
-            pass
-    native.set_isa("auto")
-    assert "scalar" in out
-    return out
-
-
-ISAS = None
-
-
-def isas():
-    global ISAS
-    if ISAS is None:
-        ISAS = supported_isas()
-    return ISAS
-
+isas = supported_isas  # the native_on fixture is in conftest.py
 
 _plans: dict = {}
 
@@ -202,9 +171,11 @@ def test_threads_split_batch_and_limbs():
     pj, pn = plans(n, qs)
     x = residues((3, n), qs, seed=9)
     want = np.asarray(_jax_ntt(x, pj))
-    for cap in (1, 2, 0):
-        native.set_max_threads(cap)
-        assert np.array_equal(np.asarray(_nat_ntt(x, pn)), want)
+    for inline in (None, 0):  # the default (this small call runs inline) and every call threaded
+        native.set_inline_residues(inline)
+        for cap in (1, 2, 0):
+            native.set_max_threads(cap)
+            assert np.array_equal(np.asarray(_nat_ntt(x, pn)), want)
 
 
 def test_mul_shoup_matches_modarith():
@@ -286,3 +257,12 @@ def test_planner_times_native_and_keys_the_wisdom_on_the_build(monkeypatch, tmp_
     monkeypatch.setenv("HEMX_NATIVE", "0")
     assert cache.environment_key()["native"] == "none"
     planner.clear_memo()
+
+
+def test_inline_threshold_setting_is_checked():
+    for bad in (-1, 1.5, True, "8"):
+        with pytest.raises(ParameterError):
+            native.set_inline_residues(bad)
+    native.set_inline_residues(0)
+    native.set_inline_residues(1 << 20)
+    native.set_inline_residues(None)

@@ -14,31 +14,11 @@ import numpy as np
 import pytest
 
 import hemx
-from hemx.errors import ParameterError
 from hemx.kernels import native
 from hemx.kernels import ntt as K
+from tests.helpers.native import supported_isas
 
-
-@pytest.fixture(autouse=True)
-def native_on(monkeypatch):
-    monkeypatch.delenv("HEMX_NATIVE", raising=False)
-    assert native.available(), native.reason()
-    yield
-    native.set_isa("auto")
-    native.set_max_threads(0)
-
-
-def isas() -> list[str]:
-    out = []
-    for name in native.ISAS:
-        try:
-            native.set_isa(name)
-            out.append(name)
-        except ParameterError:
-            pass
-    native.set_isa("auto")
-    return out
-
+isas = supported_isas  # the native_on fixture is in conftest.py
 
 _jax_ntt, _jax_intt = jax.jit(K.ntt), jax.jit(K.intt)
 

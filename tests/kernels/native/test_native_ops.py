@@ -7,8 +7,6 @@ restricted to limbs read the ring's tables by row.
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,38 +22,11 @@ from hemx.kernels import modarith as M
 from hemx.kernels import native
 from hemx.kernels import ntt as K
 from tests.helpers import reference as ref
+from tests.helpers.native import supported_isas
 
 jax.config.update("jax_enable_x64", True)  # the JAX reference kernels (Barrett products) need uint64
 
-
-@pytest.fixture(autouse=True)
-def native_on(monkeypatch):
-    monkeypatch.delenv("HEMX_NATIVE", raising=False)
-    assert native.available(), native.reason()  # the library is part of the build: its absence is a failure
-    yield
-    monkeypatch.delenv("HEMX_NATIVE", raising=False)
-    native.set_isa("auto")
-    native.set_max_threads(0)
-
-
-def _isas() -> list[str]:
-    saved = os.environ.pop("HEMX_NATIVE", None)  # collected under HEMX_NATIVE=0 too (the fixture re-enables)
-    out = []
-    try:
-        for name in native.ISAS:
-            try:
-                native.set_isa(name)
-                out.append(name)
-            except ParameterError:
-                pass
-        native.set_isa("auto")
-    finally:
-        if saved is not None:
-            os.environ["HEMX_NATIVE"] = saved
-    return out
-
-
-ISAS = _isas()
+ISAS = supported_isas()  # the native_on fixture is in conftest.py
 SLOW = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BITS = (17, 28, 30, 31)  # 31-bit moduli take every path at its range limit
 
@@ -127,6 +98,9 @@ def test_bconv_vmap_and_threads():
     np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: BC.bconv(v, plan, method="native"))(x)), want)
     native.set_max_threads(1)
     np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: BC.bconv(v, plan))(x)), want)
+    native.set_max_threads(0)
+    native.set_inline_residues(0)  # the threaded path on this small input
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: BC.bconv(v, plan, method="native"))(x)), want)
     # batched tables (one plan per batch member) map the call over the batch
     plans = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), plan)
     out = jax.vmap(lambda v, p: BC.bconv(v, p, method="native"))(x[:2], plans)
