@@ -59,8 +59,8 @@ GROUPS = (
     Group(("tests/polymul", "tests/test_bad_input.py", "tests/test_compilation_cache.py", "tests/test_layers.py"),
           2.8),
     # subprocesses with 8 simulated devices (test_shardmap_keyswitch.py: about 1.5 min more) and 2 jax.distributed
-    # processes
-    Group(("tests/parallel",), 3.6),
+    # processes; test_export.py's boot_12 bootstrap export for cuda and tpu: about 1 min
+    Group(("tests/parallel",), 4.6),
 )
 COUNTS = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed|skipped|deselected)")
 

@@ -1,7 +1,8 @@
 """The accelerator path, proven without an accelerator: ``jax.export`` for ``cuda`` and ``tpu``.
 
-Every NTT method (forward and inverse), BAT, basis conversion and the CKKS operations HE-Mult(+rescale), Rotate,
-Rescale, a linear transform and polynomial evaluation lower for both platforms from this CPU-only machine, and
+Every NTT method (forward and inverse), BAT, basis conversion, the CKKS operations HE-Mult(+rescale), Rotate,
+Rescale, a linear transform, polynomial evaluation and the whole bootstrap lower for both platforms from this
+CPU-only machine, and
 the exports hold no hemx native custom call (the native kernels are CPU-only; the "auto" kernels choose them with
 ``jax.lax.platform_dependent``, so a cuda / tpu lowering takes the JAX path). The native NTT *method* calls its
 custom call directly, so it is excluded from accelerator exports: a plan with ``ntt="native"`` is CPU only
@@ -11,6 +12,7 @@ checked for int8 x int8 -> int32 ``dot_general`` in its StableHLO.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
 
@@ -121,3 +123,40 @@ def test_ckks_operations_export(ckks_case, platform):
     assert INT8_DOT.search(text), "the mat3 context's kernels should hold int8 x int8 -> int32 dots"
     out = jax.tree_util.tree_leaves(exported.out_avals)
     assert len(out) == 6 and all(v.dtype == jnp.uint32 for v in out)
+
+
+@pytest.fixture(scope="module")
+def bootstrap_case():
+    """boot_12 with 8 sparse slots (a ten-step trace, small transforms), the matrix-engine NTT; the switching keys
+    enter the exported program as arguments (closed over, ~80 MiB of them would be embedded as constants)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
+    ctx = hemx.Context(params, slots=8, ntt="mat3", reduction="shoup", planning="off",
+                       sampler=Sampler.insecure_for_tests(3))
+    ev = ctx.keygen(bootstrap=True).evaluation_keys()
+    ct = ctx.drop_level(ctx.encrypt(np.linspace(-1, 1, 8), ev.public), 0)
+    rep = dataclasses.replace
+
+    def boot(c, relin, galois, switching):
+        keys = rep(ev, relin=rep(ev.relin, data=relin),
+                   galois={g: rep(k, data=galois[g]) for g, k in ev.galois.items()},
+                   switching={n: rep(k, data=switching[n]) for n, k in ev.switching.items()})
+        return ctx.bootstrap(c, keys)
+
+    args = (ev.relin.data, {g: k.data for g, k in ev.galois.items()}, {n: k.data for n, k in ev.switching.items()})
+    return boot, ct, args, params.limbs_at_level(ctx.bootstrapper().plan.output_level)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_bootstrap_export(bootstrap_case, platform):
+    """The whole bootstrap (ModRaise, encapsulation, trace, CoeffsToSlots, EvalMod, SlotsToCoeffs) lowers for the
+    accelerator: no native call, the matrix-engine NTT's int8 dots, a ciphertext at the output level's limbs."""
+    boot, ct, args, limbs = bootstrap_case
+    exported = jax.export.export(jax.jit(boot), platforms=[platform])(ct, *args)
+    assert exported.platforms == (platform,)
+    text = exported.mlir_module()
+    assert not CUSTOM_CALL.search(text)
+    assert INT8_DOT.search(text)
+    (out,) = jax.tree_util.tree_leaves(exported.out_avals)
+    assert out.dtype == jnp.uint32 and out.shape[-3:] == (2, limbs, 1 << 12)
