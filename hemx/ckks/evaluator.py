@@ -157,6 +157,8 @@ def rotate_hoisted(ct, index_maps, keys, plan, tables: LevelTables, *, num_p: in
 def rescale(x, plan, tables: LevelTables, *, num_p: int, reduction: str):
     """Divide by the product ``D`` of the level's top ``drop`` primes, rounding, in one step (NTT domain):
     ``(..., num_q, N) -> (..., num_q - drop, N)``."""
+    if isinstance(tables, sks.ShardedLevelTables) and x.ndim >= 3:  # a ciphertext batch on a limb-sharded mesh
+        return sks.rescale(x, plan, tables, num_p=num_p, reduction=reduction)
     num_q, drop = tables.num_q, tables.drop
     return ks.divide_by_dropped(x[..., : num_q - drop, :], x[..., num_q - drop : num_q, :], plan, tables.rescale,
                                 tables.d_inv, keep=(num_p, num_p + num_q - drop),

@@ -36,6 +36,13 @@ division by ``P D`` as one device.
 Every step is exact modular arithmetic on the same values as one device (the conversions are the same centered
 conversions from the same source towers), so the results are bit-identical to an unsharded context.
 
+A separate rescale (:func:`rescale`, ``Context.rescale`` on a context whose tables are
+:class:`ShardedLevelTables`) is one exchange (:func:`rescale_routes`: the dropped rows of both polynomials to
+every device without them, plus the kept rows whose owner differs between the input's and the output's standard
+layouts), then per device the INTT of the dropped rows, the centered conversion to the device's output rows only
+(the level's ``rescale`` plan sliced at them), NTT and ``(x - conv) * D^-1``: bit-identical to
+:func:`hemx.ckks.keyswitch.divide_by_dropped` on one device.
+
 Exchanges (:func:`routes`): for a source layout (the global rows each device holds) and a destination layout
 (the rows each device wants), every wanted row is taken from the device itself if it has it, else from its
 owner; the transfers are grouped by device offset ``j - k mod D`` and by the number of rows a pair moves into
@@ -467,6 +474,50 @@ def keyswitch(x_ntt, key, plan, tables: ShardedLevelTables, *, num_p: int, reduc
     fn = jax.shard_map(body, mesh=mesh, in_specs=(x_spec, key_spec, _specs(lead, num_q, mesh, 1), PartitionSpec(),
                                                   PartitionSpec()), out_specs=out_spec, check_vma=False)
     return fn(x_ntt, key, fold.addend, plan, tables.rows)
+
+
+def rescale_routes(num_q: int, drop: int, devices: int, num_p: int) -> Routes:
+    """The one exchange of a standalone rescale (:func:`rescale`): from the ``num_q``-row standard layout, every
+    device gets the ``drop`` dropped top rows and the kept rows of its block in the ``num_q - drop``-row standard
+    layout (destination: its output rows, then the dropped rows)."""
+    kept = num_q - drop
+    drop_ids = tuple(range(num_p + kept, num_p + num_q))
+    dst = tuple(blk + drop_ids for blk in std_layout(kept, devices, num_p))
+    return routes(std_layout(num_q, devices, num_p), dst)
+
+
+def _local_rescale(x, plan, conv_plan, inv, *, devices: int, num_p: int, num_q: int, drop: int, reduction: str):
+    """The per-device rescale: ``x`` ``(..., b, N)`` the device's rows of the input -> its rows of the output."""
+    k = jax.lax.axis_index(LIMBS)
+    kept = num_q - drop
+    r = rescale_routes(num_q, drop, devices, num_p)
+    out_n = r.n_dst - drop
+    buf = exchange(x, r, k)  # (..., out_n + drop, N): the output rows, then the dropped rows
+    s = _start(kept, devices, 0, k)  # the device's first output row among the kept rows (static if replicated)
+    dropped = ntt_kernels.intt(buf[..., out_n:, :], ks.limb_plan(plan, num_p + kept, num_p + num_q))
+    tab = _rows(plan.table, num_p + s, out_n)
+    conv = ntt_kernels.ntt(_convert_block(dropped, conv_plan, s, out_n), _plan_rows(plan, num_p + s, out_n))
+    return modarith.mul_known(modarith.sub_mod(buf[..., :out_n, :], conv, tab.q), _rows(inv, s, out_n), tab,
+                              reduction)
+
+
+def rescale(x, plan, tables: ShardedLevelTables, *, num_p: int, reduction: str):
+    """:func:`hemx.ckks.evaluator.rescale` of a ciphertext batch ``(..., 2, num_q, N)`` on the mesh of
+    ``tables.shard`` by ``jax.shard_map`` -> ``(..., 2, num_q - drop, N)``, input and output in their standard
+    layouts. One exchange (:func:`rescale_routes`: the dropped rows of both polynomials to every device that
+    lacks them, plus the kept rows whose owner changes between the two layouts), then locally the INTT of the
+    dropped rows, the centered conversion to the device's output rows (the level's ``rescale`` plan sliced at
+    them), NTT and ``(x - conv) * D^-1``: bit-identical to :func:`hemx.ckks.keyswitch.divide_by_dropped` on one
+    device. Used where the key switch uses shard_map (the tables say so: :func:`uses_shard_map`)."""
+    spec = tables.shard
+    num_q, drop = tables.num_q, tables.drop
+    lead = tuple(x.shape[:-3])
+    body = functools.partial(_local_rescale, devices=spec.devices, num_p=num_p, num_q=num_q, drop=drop,
+                             reduction=reduction)
+    fn = jax.shard_map(body, mesh=spec.mesh,
+                       in_specs=(_specs(lead, num_q, spec.mesh, 1), PartitionSpec(), PartitionSpec(), PartitionSpec()),
+                       out_specs=_specs(lead, num_q - drop, spec.mesh, 1), check_vma=False)
+    return fn(x, plan, tables.rescale, tables.d_inv)
 
 
 def rotate_hoisted(ct, index_maps, keys, plan, tables: ShardedLevelTables, *, num_p: int, reduction: str):

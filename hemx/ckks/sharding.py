@@ -8,13 +8,13 @@ axis that does not divide the array). Outside a trace the result is put there wi
 per-level tables are replicated on every device of the mesh.
 
 Collectives. Every key switch (relinearization, with or without the folded rescale, rotation, conjugation,
-``switch_key``, hoisted rotations) runs as a hand-written ``jax.shard_map`` program
+``switch_key``, hoisted rotations) and every separate ``rescale`` runs as a hand-written ``jax.shard_map`` program
 (:mod:`hemx.ckks.sharded_keyswitch`: the key stays where it is, each device computes the accumulator rows of its
 key block, and all-gathers / collective permutes move exactly the towers the steps need) when the mesh's
 ``"limbs"`` axis has ``D > 1`` devices and ``D`` divides the key's ``P + L`` rows; otherwise (``D == 1``, or the
-key replicated because ``D`` does not divide its rows), and for everything else (a separate ``rescale``, the
-tensor product, additions), XLA's SPMD partitioner inserts the collectives. ``keyswitch_path="partitioner"``
-forces the partitioner for key switches too (for comparison).
+key replicated because ``D`` does not divide its rows), and for everything else (the tensor product, additions),
+XLA's SPMD partitioner inserts the collectives. ``keyswitch_path="partitioner"``
+forces the partitioner for key switches and rescales too (for comparison).
 
 The kernels are the same as on one device and every one is exact, so results are bit-identical to an unsharded
 context with the same parameters, NTT method and sampler.

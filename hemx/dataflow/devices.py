@@ -41,6 +41,13 @@ then travel with ``[acc]_P``: the "rescale" step). Where the input is
 replicated (``D`` does not divide ``l``) ModUp needs no exchange. Counted exactly from the layouts (static
 integers), without the padding of uneven collective-permute pieces.
 
+A separate rescale on the key-aligned path (``rescale > 0``, not folded; :func:`rescale_towers`, what
+``hemx.ckks.sharded_keyswitch.rescale`` runs for ``Context.rescale``) goes from the ``l``-tower layout to the
+``(l - r)``-tower one in one exchange: its ``"rescale"`` step is counted exactly (each dropped tower of both
+polynomials to every device without it: ``2 r (D - 1) / D`` where the input is split, 0 where it is replicated),
+and the kept towers whose layout owners change (``l / D`` -> ``(l - r) / D`` blocks, or a split input to a
+replicated output) add to ``"relayout"``.
+
 Under those assumptions the *volume* is the same for the three dataflows: they compute the same conversions,
 only in a different order. What differs is how the exchange is cut (``rounds``: collectives in sequence) and the
 largest received buffer that must be live at once (``peak_towers``):
@@ -137,6 +144,21 @@ def relayout_towers(shape: KeySwitchShape, devices: int, *, key_rows: int | None
     return total / d
 
 
+def rescale_towers(towers: int, rescale: int, devices: int) -> dict[str, float]:
+    """Towers received per device (mean) by a separate rescale of a ciphertext (two polynomials) from ``towers``
+    to ``towers - rescale`` towers, both in the ciphertext layout (module docstring): ``{"rescale": ...}`` the
+    dropped towers to every device without them, ``{"relayout": ...}`` the kept towers to the output's layout
+    owners that do not hold them. Exact for ``hemx.ckks.sharded_keyswitch.rescale`` (static integers)."""
+    l, r, d = int(towers), int(rescale), int(devices)
+    if not 0 <= r < l:
+        raise ParameterError(f"rescale must drop between 0 and {l - 1} towers, got {r}")
+    if d == 1 or r == 0:
+        return {"rescale": 0.0, "relayout": 0.0}
+    dropped = sum(2 * (d - len(_layout_owners(t, l, d))) for t in range(l - r, l))
+    kept = sum(2 * len(_layout_owners(t, l - r, d) - _layout_owners(t, l, d)) for t in range(l - r))
+    return {"rescale": dropped / d, "relayout": kept / d}
+
+
 def device_traffic(shape: KeySwitchShape, dataflow: str, devices: int, *, rescale: int = 0,
                    folded: bool = False, key_aligned: bool = False, key_rows: int | None = None) -> DeviceTraffic:
     """Towers / words / bytes each of ``devices`` limb-sharded devices receives for one key switch of ``shape``.
@@ -151,7 +173,8 @@ def device_traffic(shape: KeySwitchShape, dataflow: str, devices: int, *, rescal
             dropped towers instead of ModDown's ``K`` and a rescale's ``r`` (the same volume, one round less).
         key_aligned: the layout hemx's ``shard_map`` key switch runs (module docstring): adds the step
             ``"relayout"`` (:func:`relayout_towers`; one more round) and drops ModUp's exchange where ``D``
-            does not divide ``l`` (the input is then replicated). ``key_rows``: the key's rows (default ``K + l``).
+            does not divide ``l`` (the input is then replicated); a separate rescale is counted exactly
+            (:func:`rescale_towers`). ``key_rows``: the key's rows (default ``K + l``).
     """
     flow = dataflow.upper()
     if flow not in DEVICE_DATAFLOWS:
@@ -172,6 +195,10 @@ def device_traffic(shape: KeySwitchShape, dataflow: str, devices: int, *, rescal
         peak = max(l, 2 * (k + (rescale if folded else 0))) * frac
     if key_aligned:
         steps["relayout"] = relayout_towers(shape, devices, key_rows=key_rows, rescale=rescale, folded=folded)
+        if rescale and not folded:  # the separate rescale's one exchange, counted from the layouts
+            separate = rescale_towers(l, rescale, devices)
+            steps["rescale"] = separate["rescale"]
+            steps["relayout"] += separate["relayout"]
         if l % devices:
             steps["modup"] = 0.0
         rounds += 1

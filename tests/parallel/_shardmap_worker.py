@@ -10,7 +10,9 @@ path runs), while the ciphertexts have 12 and 10 limbs, so the input is split on
 others (12 on 8 devices, 10 on 4 or 8), and so is the output.
 
 Per (mesh, dataflow) one ``jax.jit`` program holds: mul (relinearized, 12 limbs), mul with the folded rescale
-(12 -> 10 limbs) and conjugate at 10 limbs (on one mesh also hoisted rotations, ``rotate_many``); every result is
+(12 -> 10 limbs), conjugate at 10 limbs and standalone rescales of the two products (12 -> 10 and 10 -> 8 limbs:
+split -> split on 1x2, split -> replicated on 1x4 and 2x4, replicated -> split on 1x4 and 1x8, replicated ->
+replicated on 1x8; on one mesh also hoisted rotations, ``rotate_many``); every result is
 compared bit for bit with the unsharded context (one reference: the three dataflows are bit-identical on one
 device), and the program's collectives are recorded with ``hemx.dataflow.device_traffic``'s prediction for its
 key switches. Few, small programs: the compiles are what costs time.
@@ -41,6 +43,7 @@ def main() -> dict:
     from hemx import parallel
     from hemx.ckks import InsecureParametersWarning, Sampler
     from hemx.dataflow import KeySwitchShape, device_traffic
+    from hemx.dataflow.devices import rescale_towers
 
     warnings.simplefilter("ignore", InsecureParametersWarning)
     assert jax.device_count() == 8, jax.devices()
@@ -64,8 +67,9 @@ def main() -> dict:
         def f(a, b):
             # (a * a, not a * b: XLA would merge the two key switches' identical ModUp exchanges)
             r1 = ctx.mul(a, a, keys, rescale=True, keyswitch=flow)  # 12 -> 10 limbs, rescale folded
-            res = {"mul": ctx.mul(a, b, keys, keyswitch=flow), "mul_rescale": r1,
-                   "conjugate_10": ctx.conjugate(r1, keys, keyswitch=flow)}
+            m = ctx.mul(a, b, keys, keyswitch=flow)
+            res = {"mul": m, "mul_rescale": r1, "conjugate_10": ctx.conjugate(r1, keys, keyswitch=flow),
+                   "rescale": ctx.rescale(m), "rescale_10": ctx.rescale(r1)}  # standalone: 12 -> 10, 10 -> 8
             if hoisted:
                 res.update(zip(("rotate_many_1", "rotate_many_2"), ctx.rotate_many(a, [1, 2], keys)))
             return res
@@ -108,6 +112,10 @@ def main() -> dict:
             "mul_rescale": device_traffic(shapes["top"], flow, cols, rescale=drop, folded=True),
             "conjugate_10": device_traffic(shapes["10"], flow, cols),
         }
+        # the standalone rescales (12 -> 10 and 10 -> 8 limbs): towers per device, and the bytes of their programs
+        rescales = {"rescale": rescale_towers(params.num_limbs, drop, cols),
+                    "rescale_10": rescale_towers(params.num_limbs - drop, drop, cols)}
+        models["rescale_towers"] = float(sum(sum(v.values()) for v in rescales.values()))
         if hoisted:  # one ModUp, then per rotation ModDown and the relayout
             steps = device_traffic(shapes["top"], "MP", cols, key_aligned=True).steps
             models["rotate_many_towers"] = steps["modup"] + 2 * (steps["moddown"] + steps["relayout"])
@@ -121,6 +129,8 @@ def main() -> dict:
             "collectives": [{"kind": c.kind, "total_bytes": c.total_bytes, "op_name": c.op_name} for c in items],
             "models": {k: (v if isinstance(v, float) else v.as_dict()) for k, v in models.items()},
             "bounds": {k: v.as_dict() for k, v in bounds.items()},
+            "rescales": rescales,
+            "rescale_bytes": sum(c.total_bytes for c in items if "jit(rescale)/" in c.op_name),
             "copies": copies, "tower_bytes": params.n * 4,
             "seconds": time.perf_counter() - t0,
         }

@@ -15,6 +15,7 @@ import pytest
 
 from hemx import parallel
 from hemx.dataflow import DEVICE_DATAFLOWS, KeySwitchShape, device_traffic, device_traffic_all
+from hemx.dataflow.devices import rescale_towers
 from hemx.errors import ParameterError
 from hemx.parallel import traffic
 
@@ -263,5 +264,12 @@ def test_model_key_aligned_relayout():
     odd = KeySwitchShape(n=64, towers=6, special=2, digit_sizes=(3, 3), word_bytes=4)
     assert device_traffic(odd, "MP", 4, key_aligned=True, key_rows=12).steps["modup"] == 0.0
     assert device_traffic(SHAPE, "MP", 1, key_aligned=True).total_bytes == 0
+    # a separate rescale (8 -> 6 towers on 4 devices: split -> replicated): the 2 dropped towers of both polynomials
+    # to the 3 devices without them (12), every kept tower to the 3 devices without it (2 * 6 * 3 = 36)
+    assert rescale_towers(8, 2, 4) == {"rescale": 12 / 4, "relayout": 36 / 4}
+    assert rescale_towers(8, 2, 2) == {"rescale": 4 / 2, "relayout": 2 / 2}  # blocks of 4 -> 3: Q3 moves
+    assert rescale_towers(6, 2, 4) == {"rescale": 0.0, "relayout": 0.0}  # replicated -> split: all local
+    s = device_traffic(SHAPE, "MP", 4, rescale=2, key_aligned=True)
+    assert s.steps["rescale"] == 3 and s.steps["relayout"] == t.steps["relayout"] + 9
     with pytest.raises(ParameterError):
         device_traffic(SHAPE, "MP", 8, key_aligned=True)  # 8 does not divide the key's 12 rows
