@@ -23,8 +23,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "conv_tables.h"
 #include "kernels.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -33,34 +37,12 @@ namespace ffi = xla::ffi;
 namespace hemx {
 namespace {
 
-Kernels pick_best() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
-    return kernels_avx512();
-  if (__builtin_cpu_supports("avx2")) return kernels_avx2();
-  return kernels_scalar();
-}
-
-const Kernels kScalar = kernels_scalar();
-std::atomic<const Kernels*> g_active{nullptr};
-Kernels g_slots[3];
-
-const Kernels& active() {
-  const Kernels* k = g_active.load(std::memory_order_acquire);
-  if (!k) {
-    g_slots[0] = pick_best();
-    g_active.store(&g_slots[0], std::memory_order_release);
-    k = &g_slots[0];
-  }
-  return *k;
-}
-
 std::atomic<int> g_max_threads{0};  // 0: as many as XLA's pool has
 
 struct Work {
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
+  std::atomic<bool> failed{false};
   size_t total = 0, chunk = 1;
   std::mutex mu;
   std::condition_variable cv;
@@ -74,27 +56,46 @@ constexpr size_t kInlineResidues = size_t(1) << 16;
 std::atomic<size_t> g_inline_residues{kInlineResidues};  // hemx_native_set_inline_residues (tests: 0 threads all)
 
 // Run body(unit) for unit in [0, total) on the caller plus up to threads - 1 pool helpers; `residues` is the
-// call's whole work (the caller's estimate, in residues touched), for the inline rule above.
+// call's whole work (the caller's estimate, in residues touched), for the inline rule above. A body that throws
+// (an allocation failure in a per-thread buffer) stops the work and the call returns an error: an exception never
+// leaves a pool thread (that would end the process) and the caller never waits for units that will not be done.
 template <class F>
-void parallel_for(ffi::ThreadPool& pool, size_t total, size_t chunk, size_t residues, F body) {
+ffi::Error parallel_for(ffi::ThreadPool& pool, size_t total, size_t chunk, size_t residues, F body) {
   int64_t threads = pool.num_threads();
   const int cap = g_max_threads.load();
   if (cap > 0) threads = std::min<int64_t>(threads, cap);
   const size_t chunks = (total + chunk - 1) / chunk;
   if (threads <= 1 || chunks <= 1 || residues < g_inline_residues.load()) {
-    for (size_t u = 0; u < total; ++u) body(u);
-    return;
+    try {
+      for (size_t u = 0; u < total; ++u) body(u);
+    } catch (const std::bad_alloc&) {
+      return ffi::Error(ffi::ErrorCode::kResourceExhausted, "hemx native: out of memory");
+    } catch (const std::exception& e) {
+      return ffi::Error::Internal(std::string("hemx native: ") + e.what());
+    }
+    return ffi::Error::Success();
   }
-  auto work = std::make_shared<Work>();
+  std::shared_ptr<Work> work;
+  try {
+    work = std::make_shared<Work>();
+  } catch (const std::bad_alloc&) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, "hemx native: out of memory");
+  }
   work->total = total;
   work->chunk = chunk;
-  auto run = [work, chunk, total, body]() {
+  auto run = [work, chunk, total, body]() noexcept {
     for (;;) {
       const size_t c = work->next.fetch_add(1);
       const size_t lo = c * chunk;
       if (lo >= total) return;
       const size_t hi = std::min(total, lo + chunk);
-      for (size_t u = lo; u < hi; ++u) body(u);
+      if (!work->failed.load(std::memory_order_relaxed)) {
+        try {
+          for (size_t u = lo; u < hi; ++u) body(u);
+        } catch (...) {
+          work->failed.store(true);
+        }
+      }
       if (work->done.fetch_add(hi - lo) + (hi - lo) == total) {
         std::lock_guard<std::mutex> lock(work->mu);
         work->cv.notify_all();
@@ -104,14 +105,55 @@ void parallel_for(ffi::ThreadPool& pool, size_t total, size_t chunk, size_t resi
   const int64_t helpers = std::min<int64_t>(threads - 1, (int64_t)chunks - 1);
   for (int64_t t = 0; t < helpers; ++t) pool.Schedule(decltype(run)(run));
   run();
-  std::unique_lock<std::mutex> lock(work->mu);
-  work->cv.wait(lock, [&] { return work->done.load() == total; });
+  {
+    std::unique_lock<std::mutex> lock(work->mu);
+    work->cv.wait(lock, [&] { return work->done.load() == total; });
+  }
+  if (work->failed.load()) return ffi::Error(ffi::ErrorCode::kResourceExhausted, "hemx native: a work unit failed (out of memory)");
+  return ffi::Error::Success();
+}
+
+// Catches what a handler's own allocations throw, so a failure is an ffi::Error and never std::terminate.
+template <class F>
+ffi::Error guarded(F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted, "hemx native: out of memory");
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string("hemx native: ") + e.what());
+  } catch (...) {
+    return ffi::Error::Internal("hemx native: unexpected exception");
+  }
+}
+
+// The result buffer must be exactly `want` (its dtype is checked by the binding): XLA allocates it from the
+// shape the caller declared, which any user's jax.ffi.ffi_call can get wrong.
+ffi::Error check_out(const ffi::AnyBuffer::Dimensions& got, const std::vector<int64_t>& want, const char* what) {
+  bool ok = got.size() == want.size();
+  for (size_t i = 0; ok && i < want.size(); ++i) ok = got[i] == want[i];
+  if (ok) return ffi::Error::Success();
+  std::string msg = std::string("hemx native: ") + what + " output must be shaped (";
+  for (size_t i = 0; i < want.size(); ++i) msg += (i ? ", " : "") + std::to_string(want[i]);
+  msg += "), got (";
+  for (size_t i = 0; i < got.size(); ++i) msg += (i ? ", " : "") + std::to_string(got[i]);
+  return ffi::Error::InvalidArgument(msg + ")");
+}
+
+std::vector<int64_t> dims_of(const ffi::AnyBuffer::Dimensions& d) { return std::vector<int64_t>(d.begin(), d.end()); }
+
+// No axis of a data buffer may be empty (a degenerate call is a caller's bug, reported rather than ignored).
+ffi::Error check_nonempty(const ffi::AnyBuffer::Dimensions& d, const char* what) {
+  for (int64_t v : d)
+    if (v <= 0) return ffi::Error::InvalidArgument(std::string("hemx native: ") + what + " has an empty axis");
+  return ffi::Error::Success();
 }
 
 // Shape checks shared by the handlers: x (..., L, N) and the per-limb tables.
 ffi::Error check(const ffi::AnyBuffer::Dimensions& xd, size_t q_count, size_t w_count, size_t& limbs, size_t& n,
                  size_t& batch, bool check_w = true) {
   if (xd.size() < 2) return ffi::Error::InvalidArgument("hemx native: data must be shaped (..., L, N)");
+  if (auto e = check_nonempty(xd, "data"); e.failure()) return e;
   n = (size_t)xd[xd.size() - 1];
   limbs = (size_t)xd[xd.size() - 2];
   batch = 1;
@@ -122,12 +164,26 @@ ffi::Error check(const ffi::AnyBuffer::Dimensions& xd, size_t q_count, size_t w_
   return ffi::Error::Success();
 }
 
+// Every modulus of a per-limb table q (L,) odd and in [3, 2^31) (the kernels' ranges assume it).
+ffi::Error check_moduli(ffi::Buffer<ffi::U32>& q) {
+  const uint32_t* qs = q.typed_data();
+  for (size_t i = 0; i < q.element_count(); ++i)
+    if (bad_modulus(qs[i])) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
+  return ffi::Error::Success();
+}
+
+// A ConvTables::prepare result as an ffi::Error.
+ffi::Error conv_error(const char* why) {
+  return why ? ffi::Error::InvalidArgument(std::string("hemx native: ") + why) : ffi::Error::Success();
+}
+
 size_t chunk_for(size_t n) { return std::max<size_t>(1, 8192 / n); }
 
-const Kernels& for_size(size_t n) {
-  const Kernels& k = active();
-  return n >= 2 * k.width ? k : kScalar;
-}
+// The table a transform of n residues runs on: the active one (taken once by the handler) where n >= 2 width.
+const Kernels& for_size(const Kernels& ka, size_t n) { return n >= 2 * ka.width ? ka : scalar_kernels(); }
+
+// The table a basis conversion of rows of n residues runs on (its blocks are multiples of 2 width).
+const Kernels& for_conv(const Kernels& ka, size_t n) { return n % (2 * ka.width) == 0 ? ka : scalar_kernels(); }
 
 // The twiddle tables w / ws hold R >= L rows of N (a ring's full tables): limb l of the data uses row rows[l], so
 // a kernel on a subset of a ring's limbs reads the ring's own tables in place (no sliced copy per call).
@@ -145,18 +201,19 @@ ffi::Error NttForward(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer
                       ffi::ResultBuffer<ffi::U32> y) {
   size_t limbs, n, batch;
   if (auto e = check(x.dimensions(), q.element_count(), 0, limbs, n, batch, false); e.failure()) return e;
+  if (auto e = check_out(y->dimensions(), dims_of(x.dimensions()), "NTT"); e.failure()) return e;
   if (auto e = check_rows(rows, limbs, n, w.element_count(), ws.element_count()); e.failure()) return e;
-  const Kernels& k = for_size(n);
+  if (auto e = check_moduli(q); e.failure()) return e;
+  const Kernels& k = for_size(active_kernels(), n);
   const uint32_t *xs = x.typed_data(), *qs = q.typed_data(), *wt = w.typed_data(), *st = ws.typed_data();
   const int32_t* rw = rows.typed_data();
   uint32_t* out = y->typed_data();
-  parallel_for(pool, batch * limbs, chunk_for(n), batch * limbs * n, [=, &k](size_t u) {
+  return parallel_for(pool, batch * limbs, chunk_for(n), batch * limbs * n, [=, &k](size_t u) {
     const size_t l = u % limbs, r = (size_t)rw[l];
     uint32_t* a = out + u * n;
     if (a != xs + u * n) std::memcpy(a, xs + u * n, n * sizeof(uint32_t));
     k.forward(a, n, qs[l], wt + r * n, st + r * n);
   });
-  return ffi::Error::Success();
 }
 
 ffi::Error NttInverse(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q,
@@ -164,35 +221,37 @@ ffi::Error NttInverse(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer
                       ffi::Buffer<ffi::S32> rows, ffi::ResultBuffer<ffi::U32> y) {
   size_t limbs, n, batch;
   if (auto e = check(x.dimensions(), q.element_count(), 0, limbs, n, batch, false); e.failure()) return e;
+  if (auto e = check_out(y->dimensions(), dims_of(x.dimensions()), "inverse NTT"); e.failure()) return e;
   if (auto e = check_rows(rows, limbs, n, w.element_count(), ws.element_count()); e.failure()) return e;
+  if (auto e = check_moduli(q); e.failure()) return e;
   if (scal.element_count() != limbs * 4) return ffi::Error::InvalidArgument("hemx native: inverse tables shape");
-  const Kernels& k = for_size(n);
+  const Kernels& k = for_size(active_kernels(), n);
   const uint32_t *xs = x.typed_data(), *qs = q.typed_data(), *wt = w.typed_data(), *st = ws.typed_data();
   const uint32_t* sc = scal.typed_data();
   const int32_t* rw = rows.typed_data();
   uint32_t* out = y->typed_data();
-  parallel_for(pool, batch * limbs, chunk_for(n), batch * limbs * n, [=, &k](size_t u) {
+  return parallel_for(pool, batch * limbs, chunk_for(n), batch * limbs * n, [=, &k](size_t u) {
     const size_t l = u % limbs, r = (size_t)rw[l];
     uint32_t* a = out + u * n;
     if (a != xs + u * n) std::memcpy(a, xs + u * n, n * sizeof(uint32_t));
     k.inverse(a, n, qs[l], wt + r * n, st + r * n, sc + 4 * l);
   });
-  return ffi::Error::Success();
 }
 
 ffi::Error MulShoup(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q,
                     ffi::Buffer<ffi::U32> w, ffi::Buffer<ffi::U32> ws, ffi::ResultBuffer<ffi::U32> y) {
   size_t limbs, n, batch;
   if (auto e = check(x.dimensions(), q.element_count(), w.element_count(), limbs, n, batch); e.failure()) return e;
+  if (auto e = check_out(y->dimensions(), dims_of(x.dimensions()), "mul_shoup"); e.failure()) return e;
   if (ws.element_count() != limbs * n) return ffi::Error::InvalidArgument("hemx native: shoup table shape");
-  const Kernels& k = active();
+  if (auto e = check_moduli(q); e.failure()) return e;
+  const Kernels& k = active_kernels();
   const uint32_t *xs = x.typed_data(), *qs = q.typed_data(), *wt = w.typed_data(), *st = ws.typed_data();
   uint32_t* out = y->typed_data();
-  parallel_for(pool, batch * limbs, chunk_for(n), batch * limbs * n, [=, &k](size_t u) {
+  return parallel_for(pool, batch * limbs, chunk_for(n), batch * limbs * n, [=, &k](size_t u) {
     const size_t l = u % limbs;
     k.mul_shoup(out + u * n, xs + u * n, wt + l * n, st + l * n, n, qs[l]);
   });
-  return ffi::Error::Success();
 }
 
 ffi::Error ButterflyProbe(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q,
@@ -200,40 +259,43 @@ ffi::Error ButterflyProbe(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Bu
   auto xd = x.dimensions();
   if (xd.size() != 2) return ffi::Error::InvalidArgument("hemx native: probe data must be (K, n)");
   const size_t rows = (size_t)xd[0], n = (size_t)xd[1];
-  const Kernels& k = active();
-  if (n < 4 * k.width || (n & (n - 1)) || q.element_count() != rows || tw.element_count() != 2 * rows || reps < 0)
+  const Kernels& k = active_kernels();
+  if (rows == 0 || n < 4 * k.width || (n & (n - 1)) || q.element_count() != rows || tw.element_count() != 2 * rows ||
+      reps < 0)
     return ffi::Error::InvalidArgument("hemx native: bad probe arguments");
+  if (auto e = check_out(y->dimensions(), dims_of(xd), "butterfly probe"); e.failure()) return e;
+  if (auto e = check_moduli(q); e.failure()) return e;
   const uint32_t *xs = x.typed_data(), *qs = q.typed_data(), *tws = tw.typed_data();
+  for (size_t r = 0; r < rows; ++r)
+    if (tws[2 * r] >= qs[r]) return ffi::Error::InvalidArgument("hemx native: probe twiddle not reduced");
   uint32_t* out = y->typed_data();
-  parallel_for(pool, rows, 1, SIZE_MAX, [=, &k](size_t r) {  // a probe: always threaded
+  return parallel_for(pool, rows, 1, SIZE_MAX, [=, &k](size_t r) {  // a probe: always threaded
     std::memcpy(out + r * n, xs + r * n, n * sizeof(uint32_t));
     k.butterfly_probe(out + r * n, n, qs[r], tws[2 * r], tws[2 * r + 1], (uint64_t)reps);
   });
-  return ffi::Error::Success();
 }
 
 
 // ------------------------------------------------------------------------------ ops beyond the NTT
-
-bool bad_modulus(uint32_t q) { return q < 3 || !(q & 1) || q >= (1u << 31); }
-uint32_t shoup_of(uint32_t w, uint32_t q) { return (uint32_t)(((uint64_t)w << 32) / q); }
 
 // out[..., l, :] = x[..., l, map] for every (batch, limb) polynomial; map must index within [0, N).
 ffi::Error Automorphism(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::S32> map,
                         ffi::ResultBuffer<ffi::U32> y) {
   auto xd = x.dimensions();
   if (xd.size() < 2) return ffi::Error::InvalidArgument("hemx native: automorphism data must be (..., L, N)");
+  if (auto e = check_nonempty(xd, "automorphism data"); e.failure()) return e;
+  if (auto e = check_out(y->dimensions(), dims_of(xd), "automorphism"); e.failure()) return e;
   const size_t n = (size_t)xd[xd.size() - 1];
   if (map.element_count() != n) return ffi::Error::InvalidArgument("hemx native: index map length != N");
   const int32_t* mp = map.typed_data();
   for (size_t j = 0; j < n; ++j)
     if (mp[j] < 0 || (size_t)mp[j] >= n) return ffi::Error::InvalidArgument("hemx native: index map out of range");
-  const size_t polys = n ? x.element_count() / n : 0;
-  const Kernels& k = active();
+  const size_t polys = x.element_count() / n;
+  const Kernels& k = active_kernels();
   const uint32_t* xs = x.typed_data();
   uint32_t* out = y->typed_data();
-  parallel_for(pool, polys, chunk_for(n), polys * n, [=, &k](size_t u) { k.gather(out + u * n, xs + u * n, mp, n); });
-  return ffi::Error::Success();
+  return parallel_for(pool, polys, chunk_for(n), polys * n,
+                      [=, &k](size_t u) { k.gather(out + u * n, xs + u * n, mp, n); });
 }
 
 // out (..., K, m, N) = sum_d a (..., D, m, N)[d] * b (D, K, m, N)[d] mod q (m,); residues in [0, q).
@@ -244,8 +306,13 @@ ffi::Error InnerProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buff
     return ffi::Error::InvalidArgument("hemx native: inner product needs a (..., D, m, N) and b (D, K, m, N)");
   const size_t n = (size_t)ad[ad.size() - 1], m = (size_t)ad[ad.size() - 2], D = (size_t)ad[ad.size() - 3];
   const size_t K = (size_t)bd[1];
+  if (auto e = check_nonempty(ad, "inner product a"); e.failure()) return e;
+  if (auto e = check_nonempty(bd, "inner product b"); e.failure()) return e;
   if ((size_t)bd[0] != D || (size_t)bd[2] != m || (size_t)bd[3] != n || q.element_count() != m || D == 0)
     return ffi::Error::InvalidArgument("hemx native: inner product shapes do not match");
+  std::vector<int64_t> want(ad.begin(), ad.end() - 3);
+  want.insert(want.end(), {bd[1], bd[2], bd[3]});
+  if (auto e = check_out(y->dimensions(), want, "inner product"); e.failure()) return e;
   size_t batch = 1;
   for (size_t i = 0; i + 3 < ad.size(); ++i) batch *= (size_t)ad[i];
   const uint32_t* qs = q.typed_data();
@@ -258,67 +325,15 @@ ffi::Error InnerProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buff
     const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ql);
     consts[3 * l] = inv, consts[3 * l + 1] = r, consts[3 * l + 2] = shoup_of(r, ql);
   }
-  const Kernels& k = n % active().width == 0 ? active() : kScalar;
+  const Kernels& ka = active_kernels();
+  const Kernels& k = n % ka.width == 0 ? ka : scalar_kernels();
   const uint32_t *as = a.typed_data(), *bs = b.typed_data(), *cs = consts.data();
   uint32_t* out = y->typed_data();
-  parallel_for(pool, batch * m, 1, batch * m * n, [=, &k](size_t u) {
+  return parallel_for(pool, batch * m, 1, batch * m * n, [=, &k](size_t u) {
     const size_t bi = u / m, l = u % m;
     k.inner_product(out + (bi * K * m + l) * n, m * n, as + (bi * D * m + l) * n, m * n, bs + l * n, K * m * n,
                     m * n, D, K, n, qs[l], cs[3 * l], cs[3 * l + 1], cs[3 * l + 2]);
   });
-  return ffi::Error::Success();
-}
-
-// The per-call tables of one basis conversion in the layout ops_impl.h's bconv_block reads (L * L' entries:
-// halves, Shoup companions, the target-major layout, the wide path's constants). Source moduli qs (L,) and
-// qhinv (L,) = [qhat_i^-1]_{q_i}; target moduli ps (L',); c, corr (L, L') row-major = [qhat_i]_{p_j},
-// [q_i qhat_i]_{p_j} (corr used when centered). qs must outlive the tables; ps is copied.
-struct ConvTables {
-  std::vector<uint32_t> tab;
-  BConvTables T;
-
-  ffi::Error prepare(size_t L, size_t Lp, const uint32_t* qs, const uint32_t* hs, const uint32_t* ps_in,
-                     const uint32_t* cs, const uint32_t* rs, bool centered) {
-    if (L == 0 || Lp == 0) return ffi::Error::InvalidArgument("hemx native: empty basis conversion");
-    tab.assign(3 * L + 4 * L * Lp + 4 * Lp, 0);
-    uint32_t *half = tab.data(), *hsh = half + L, *ct = hsh + L, *cst = ct + L * Lp, *nct = cst + L * Lp;
-    uint32_t *kq = nct + L * Lp, *pr = kq + L * Lp, *ps = pr + 3 * Lp;
-    std::memcpy(ps, ps_in, Lp * sizeof(uint32_t));
-    uint64_t amax = 0, cmax = 0;
-    for (size_t i = 0; i < L; ++i) {
-      if (bad_modulus(qs[i]) || hs[i] >= qs[i])
-        return ffi::Error::InvalidArgument("hemx native: bad source modulus or [qhat^-1]_q table");
-      half[i] = qs[i] >> 1, hsh[i] = shoup_of(hs[i], qs[i]);
-    }
-    for (size_t j = 0; j < Lp; ++j) {
-      if (bad_modulus(ps[j])) return ffi::Error::InvalidArgument("hemx native: bad target modulus");
-      for (size_t i = 0; i < L; ++i) {
-        const uint32_t cv = cs[i * Lp + j], rv = rs[i * Lp + j];
-        if (cv >= ps[j] || rv >= ps[j]) return ffi::Error::InvalidArgument("hemx native: conversion table not reduced");
-        ct[j * L + i] = cv, cst[j * L + i] = shoup_of(cv, ps[j]), nct[j * L + i] = rv ? ps[j] - rv : 0;
-        const uint32_t qm = qs[i] % ps[j];
-        kq[j * L + i] = qm ? ps[j] - qm : 0;
-        amax = std::max<uint64_t>(amax, (uint64_t)qs[i] + (centered ? kq[j * L + i] : 0));
-        cmax = std::max<uint64_t>(cmax, cv);
-      }
-      const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ps[j]);
-      pr[3 * j] = r, pr[3 * j + 1] = shoup_of(r, ps[j]), pr[3 * j + 2] = (uint32_t)((uint64_t{1} << 32) / ps[j]);
-    }
-    T = BConvTables{};
-    T.L = L, T.Lp = Lp, T.q = qs, T.half = half, T.qhinv = hs, T.qhinv_s = hsh, T.p = ps, T.c = ct, T.c_s = cst;
-    T.ncorr = nct, T.centered = centered;
-    // products of a_i < amax and c_ij <= cmax summed in a 64-bit lane, on top of a carried residue below 2^32
-    T.kq = kq, T.pr = pr;
-    T.wide_terms = cmax == 0 ? L : (size_t)std::min<uint64_t>(L, (~uint64_t{0} - 0xFFFFFFFFull) / (amax * cmax));
-    return ffi::Error::Success();
-  }
-};
-
-// Coefficient block of a conversion from L sources: the L scaled source rows stay in L1.
-size_t conv_block(size_t L, size_t n, size_t width) {
-  size_t blk = std::max<size_t>(2 * width, 4096 / L);
-  blk = std::min(n, size_t{1} << (63 - __builtin_clzll((unsigned long long)blk)));
-  return std::max(blk, std::min(n, 2 * width));
 }
 
 // Fast basis conversion (hemx/kernels/bconv.py): x (..., L, N) mod q (L,) -> (..., L', N) mod p (L',), with
@@ -333,28 +348,28 @@ ffi::Error BConv(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
   if (L == 0 || Lp == 0 || q.element_count() != L || qhinv.element_count() != L || c.element_count() != L * Lp ||
       corr.element_count() != L * Lp)
     return ffi::Error::InvalidArgument("hemx native: conversion tables do not match the data's L");
-  auto yd = y->dimensions();
-  if (yd.size() != xd.size() || (size_t)yd[yd.size() - 2] != Lp || (size_t)yd[yd.size() - 1] != n)
-    return ffi::Error::InvalidArgument("hemx native: conversion output must be (..., L', N)");
+  if (auto e = check_nonempty(xd, "conversion data"); e.failure()) return e;
+  std::vector<int64_t> want = dims_of(xd);
+  want[want.size() - 2] = (int64_t)Lp;
+  if (auto e = check_out(y->dimensions(), want, "basis conversion"); e.failure()) return e;
   size_t batch = 1;
   for (size_t i = 0; i + 2 < xd.size(); ++i) batch *= (size_t)xd[i];
   ConvTables ct;
-  if (auto e = ct.prepare(L, Lp, q.typed_data(), qhinv.typed_data(), p.typed_data(), c.typed_data(), corr.typed_data(),
-                          centered != 0);
+  if (auto e = conv_error(ct.prepare(L, Lp, q.typed_data(), qhinv.typed_data(), p.typed_data(), c.typed_data(),
+                                     corr.typed_data(), centered != 0));
       e.failure())
     return e;
   const BConvTables& T = ct.T;
-  const Kernels& k = n % (2 * active().width) == 0 ? active() : kScalar;
+  const Kernels& k = for_conv(active_kernels(), n);
   const size_t blk = conv_block(L, n, k.width), blocks = (n + blk - 1) / blk;
   const uint32_t* xs = x.typed_data();
   uint32_t* out = y->typed_data();
-  parallel_for(pool, batch * blocks, 1, batch * L * n, [=, &k, &T](size_t u) {
-    thread_local std::vector<uint32_t> ybuf;
+  return parallel_for(pool, batch * blocks, 1, batch * L * n, [=, &k, &T](size_t u) {
+    thread_local std::vector<uint32_t> ybuf;  // L * blk <= about 4096 words (conv_block): bounded per thread
     if (ybuf.size() < L * blk) ybuf.resize(L * blk);
     const size_t bi = u / blocks, lo = (u % blocks) * blk;
     k.bconv_block(T, xs + bi * L * n, out + bi * Lp * n, n, lo, std::min(blk, n - lo), ybuf.data());
   });
-  return ffi::Error::Success();
 }
 
 // ------------------------------------------------------------------------ fused key-switching passes
@@ -396,9 +411,10 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
   if (nq == 0 || m <= nq || D == 0 || digits.element_count() != 2 * D || qhinv.element_count() != nq ||
       scal.element_count() != 4 * m)
     return ffi::Error::InvalidArgument("hemx native: ModUp tables do not match the data");
-  if (yd.size() != xd.size() + 1 || (size_t)yd[yd.size() - 3] != D || (size_t)yd[yd.size() - 2] != m ||
-      (size_t)yd[yd.size() - 1] != n)
-    return ffi::Error::InvalidArgument("hemx native: ModUp output must be (..., D, num_p + num_q, N)");
+  if (auto e = check_nonempty(xd, "ModUp data"); e.failure()) return e;
+  std::vector<int64_t> want(xd.begin(), xd.end() - 2);
+  want.insert(want.end(), {(int64_t)D, (int64_t)m, (int64_t)n});
+  if (auto e = check_out(yd, want, "ModUp (..., D, num_p + num_q, N)"); e.failure()) return e;
   if (auto e = check_ntt_tables(m, n, m, rows, w.element_count(), ws.element_count(), wi.element_count(),
                                 wis.element_count());
       e.failure())
@@ -422,8 +438,8 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
     // targets: P, Q_<lo, Q_>=hi (the rows of the extended digit around its own rows)
     std::memcpy(targets.data(), qs, (np + lo[d]) * sizeof(uint32_t));
     std::memcpy(targets.data() + np + lo[d], qs + np + hi[d], (nq - hi[d]) * sizeof(uint32_t));
-    if (auto e = conv[d].prepare(L, Lp, qs + np + lo[d], hs + lo[d], targets.data(), cs + offset, rs + offset,
-                                 centered != 0);
+    if (auto e = conv_error(conv[d].prepare(L, Lp, qs + np + lo[d], hs + lo[d], targets.data(), cs + offset,
+                                            rs + offset, centered != 0));
         e.failure())
       return e;
     conv[d].T.gap_at = np + lo[d], conv[d].T.gap = L;
@@ -434,8 +450,9 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
   for (size_t j = 0; j < m; ++j)
     if (bad_modulus(qs[j])) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
 
-  const Kernels& kn = for_size(n);
-  const Kernels& kb = n % (2 * active().width) == 0 ? active() : kScalar;
+  const Kernels& ka = active_kernels();
+  const Kernels& kn = for_size(ka, n);
+  const Kernels& kb = for_conv(ka, n);
   const uint32_t *xs = x.typed_data(), *wt = w.typed_data(), *st = ws.typed_data(), *wit = wi.typed_data(),
                  *sit = wis.typed_data(), *sc = scal.typed_data();
   const int32_t* rw = rows.typed_data();
@@ -443,23 +460,27 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
   const size_t *lo_p = lo.data(), *hi_p = hi.data(), *dof = digit_of.data();
   const ConvTables* cv = conv.data();
   // 1. x's limbs to coefficients, in their digits' own rows
-  parallel_for(pool, batch * nq, chunk_for(n), batch * nq * n, [=, &kn](size_t u) {
-    const size_t b = u / nq, l = u % nq, r = (size_t)rw[np + l];
-    uint32_t* a = out + ((b * D + dof[l]) * m + np + l) * n;
-    std::memcpy(a, xs + u * n, n * sizeof(uint32_t));
-    kn.inverse(a, n, qs[np + l], wit + r * n, sit + r * n, sc + 4 * (np + l));
-  });
+  if (auto e = parallel_for(pool, batch * nq, chunk_for(n), batch * nq * n, [=, &kn](size_t u) {
+        const size_t b = u / nq, l = u % nq, r = (size_t)rw[np + l];
+        uint32_t* a = out + ((b * D + dof[l]) * m + np + l) * n;
+        std::memcpy(a, xs + u * n, n * sizeof(uint32_t));
+        kn.inverse(a, n, qs[np + l], wit + r * n, sit + r * n, sc + 4 * (np + l));
+      });
+      e.failure())
+    return e;
   // 2. each digit's conversion, block by block
   const size_t blk = conv_block(maxL, n, kb.width), blocks = (n + blk - 1) / blk;
-  parallel_for(pool, batch * D * blocks, 1, batch * D * maxL * n, [=, &kb](size_t u) {
-    thread_local std::vector<uint32_t> ybuf;
-    if (ybuf.size() < maxL * blk) ybuf.resize(maxL * blk);
-    const size_t bd = u / blocks, d = bd % D, s = (u % blocks) * blk;
-    uint32_t* ext = out + bd * m * n;
-    kb.bconv_block(cv[d].T, ext + (np + lo_p[d]) * n, ext, n, s, std::min(blk, n - s), ybuf.data());
-  });
+  if (auto e = parallel_for(pool, batch * D * blocks, 1, batch * D * maxL * n, [=, &kb](size_t u) {
+        thread_local std::vector<uint32_t> ybuf;  // bounded (conv_block)
+        if (ybuf.size() < maxL * blk) ybuf.resize(maxL * blk);
+        const size_t bd = u / blocks, d = bd % D, s = (u % blocks) * blk;
+        uint32_t* ext = out + bd * m * n;
+        kb.bconv_block(cv[d].T, ext + (np + lo_p[d]) * n, ext, n, s, std::min(blk, n - s), ybuf.data());
+      });
+      e.failure())
+    return e;
   // 3. the converted rows to the NTT domain; the digits' own rows back to x
-  parallel_for(pool, batch * D * m, chunk_for(n), batch * D * m * n, [=, &kn](size_t u) {
+  return parallel_for(pool, batch * D * m, chunk_for(n), batch * D * m * n, [=, &kn](size_t u) {
     const size_t bd = u / m, j = u % m, d = bd % D, b = bd / D;
     uint32_t* a = out + u * n;
     if (j >= np + lo_p[d] && j < np + hi_p[d]) {
@@ -469,7 +490,6 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
       kn.forward(a, n, qs[j], wt + r * n, st + r * n);
     }
   });
-  return ffi::Error::Success();
 }
 
 // Rounding division by the product of dropped limbs (ModDown, rescale): x (..., M, N) in the NTT domain, keep (K,)
@@ -493,8 +513,10 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
       scal_d.element_count() != 4 * Dd || qhinv.element_count() != Dd || c.element_count() != Dd * K ||
       corr.element_count() != Dd * K)
     return ffi::Error::InvalidArgument("hemx native: division tables do not match");
-  if (yd.size() != xd.size() || (size_t)yd[yd.size() - 2] != K || (size_t)yd[yd.size() - 1] != n)
-    return ffi::Error::InvalidArgument("hemx native: division output must be (..., K, N)");
+  if (auto e = check_nonempty(xd, "division data"); e.failure()) return e;
+  std::vector<int64_t> want = dims_of(xd);
+  want[want.size() - 2] = (int64_t)K;
+  if (auto e = check_out(yd, want, "division (..., K, N)"); e.failure()) return e;
   if (auto e = check_rows(rows_k, K, n, w.element_count(), ws.element_count()); e.failure()) return e;
   if (auto e = check_rows(rows_d, Dd, n, wi.element_count(), wis.element_count()); e.failure()) return e;
   const int32_t *ki = keep.typed_data(), *di = drop.typed_data();
@@ -511,39 +533,54 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
     inv_s[i] = shoup_of(iv[i], qks[i]);
   }
   ConvTables ct;
-  if (auto e = ct.prepare(Dd, K, qds, qhinv.typed_data(), qks, c.typed_data(), corr.typed_data(), centered != 0);
+  if (auto e = conv_error(ct.prepare(Dd, K, qds, qhinv.typed_data(), qks, c.typed_data(), corr.typed_data(),
+                                     centered != 0));
       e.failure())
     return e;
   const BConvTables& T = ct.T;
   const size_t batch = lead_size(xd, 2);
-  // the dropped rows' coefficients: a scratch buffer of the calling thread (it waits until the helpers finish)
+  // the dropped rows' coefficients: the calling thread's scratch (it waits until the helpers finish), kept for
+  // the next call up to kKeepScratch words and allocated for this call alone above that
+  constexpr size_t kKeepScratch = size_t(1) << 22;  // 16 MiB
   thread_local std::vector<uint32_t> scratch;
-  if (scratch.size() < batch * Dd * n) scratch.resize(batch * Dd * n);
-  uint32_t* tmp = scratch.data();
-  const Kernels& kn = for_size(n);
-  const Kernels& kb = n % (2 * active().width) == 0 ? active() : kScalar;
+  std::unique_ptr<uint32_t[]> big;
+  uint32_t* tmp;
+  if (batch * Dd * n <= kKeepScratch) {
+    if (scratch.size() < batch * Dd * n) scratch.resize(batch * Dd * n);
+    tmp = scratch.data();
+  } else {
+    big.reset(new uint32_t[batch * Dd * n]);
+    tmp = big.get();
+  }
+  const Kernels& ka = active_kernels();
+  const Kernels& kn = for_size(ka, n);
+  const Kernels& kb = for_conv(ka, n);
   const uint32_t *xs = x.typed_data(), *wt = w.typed_data(), *st = ws.typed_data(), *wit = wi.typed_data(),
                  *sit = wis.typed_data(), *sc = scal_d.typed_data(), *ivs = inv_s.data();
   const int32_t *rk = rows_k.typed_data(), *rd = rows_d.typed_data();
   uint32_t* out = y->typed_data();
   // 1. the dropped rows to coefficients
-  parallel_for(pool, batch * Dd, chunk_for(n), batch * Dd * n, [=, &kn](size_t u) {
-    const size_t b = u / Dd, i = u % Dd, r = (size_t)rd[i];
-    uint32_t* a = tmp + u * n;
-    std::memcpy(a, xs + (b * M + (size_t)di[i]) * n, n * sizeof(uint32_t));
-    kn.inverse(a, n, qds[i], wit + r * n, sit + r * n, sc + 4 * i);
-  });
+  if (auto e = parallel_for(pool, batch * Dd, chunk_for(n), batch * Dd * n, [=, &kn](size_t u) {
+        const size_t b = u / Dd, i = u % Dd, r = (size_t)rd[i];
+        uint32_t* a = tmp + u * n;
+        std::memcpy(a, xs + (b * M + (size_t)di[i]) * n, n * sizeof(uint32_t));
+        kn.inverse(a, n, qds[i], wit + r * n, sit + r * n, sc + 4 * i);
+      });
+      e.failure())
+    return e;
   // 2. their centered conversion to the kept limbs, into the output
   const size_t blk = conv_block(Dd, n, kb.width), blocks = (n + blk - 1) / blk;
-  parallel_for(pool, batch * blocks, 1, batch * Dd * n, [=, &kb, &T](size_t u) {
-    thread_local std::vector<uint32_t> ybuf;
-    if (ybuf.size() < Dd * blk) ybuf.resize(Dd * blk);
-    const size_t b = u / blocks, s = (u % blocks) * blk;
-    kb.bconv_block(T, tmp + b * Dd * n, out + b * K * n, n, s, std::min(blk, n - s), ybuf.data());
-  });
+  if (auto e = parallel_for(pool, batch * blocks, 1, batch * Dd * n, [=, &kb, &T](size_t u) {
+        thread_local std::vector<uint32_t> ybuf;  // bounded (conv_block)
+        if (ybuf.size() < Dd * blk) ybuf.resize(Dd * blk);
+        const size_t b = u / blocks, s = (u % blocks) * blk;
+        kb.bconv_block(T, tmp + b * Dd * n, out + b * K * n, n, s, std::min(blk, n - s), ybuf.data());
+      });
+      e.failure())
+    return e;
   // 3. per kept row: forward NTT of the conversion, then (x_keep - conv) * inv, as (x_keep + q - conv) * inv
   // (below 2q < 2^32: the Shoup product takes any uint32) by the Shoup kernel on a block of the constant
-  parallel_for(pool, batch * K, chunk_for(n), batch * K * n, [=, &kn](size_t u) {
+  return parallel_for(pool, batch * K, chunk_for(n), batch * K * n, [=, &kn](size_t u) {
     constexpr size_t CH = 1024;
     thread_local std::vector<uint32_t> cst;
     if (cst.size() < 2 * CH) cst.resize(2 * CH);
@@ -562,13 +599,28 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
       kn.mul_shoup(o, o, cst.data(), cst.data() + CH, cnt, qv);
     }
   });
-  return ffi::Error::Success();
 }
+
+// Guard<H>::call: handler H with every exception it could throw turned into an ffi::Error (guarded above).
+template <auto H>
+struct Guard;
+template <class... A, ffi::Error (*H)(A...)>
+struct Guard<H> {
+  static ffi::Error call(A... args) {
+    return guarded([&]() { return H(std::move(args)...); });
+  }
+};
 
 }  // namespace
 }  // namespace hemx
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxNttForward, hemx::NttForward,
+// The handlers, exported (the library is built with -fvisibility=hidden; only these and the extern "C" entry
+// points are visible).
+#define HEMX_HANDLER(sym, impl, ...)                                                                   \
+  extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* sym(XLA_FFI_CallFrame* call_frame); \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(sym, hemx::Guard<impl>::call, __VA_ARGS__)
+
+HEMX_HANDLER(HemxNttForward, &hemx::NttForward,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
@@ -578,7 +630,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxNttForward, hemx::NttForward,
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxNttInverse, hemx::NttInverse,
+HEMX_HANDLER(HemxNttInverse, &hemx::NttInverse,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
@@ -589,7 +641,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxNttInverse, hemx::NttInverse,
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxMulShoup, hemx::MulShoup,
+HEMX_HANDLER(HemxMulShoup, &hemx::MulShoup,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
@@ -598,7 +650,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxMulShoup, hemx::MulShoup,
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxButterflyProbe, hemx::ButterflyProbe,
+HEMX_HANDLER(HemxButterflyProbe, &hemx::ButterflyProbe,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
@@ -607,14 +659,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxButterflyProbe, hemx::ButterflyProbe,
                                   .Ret<ffi::Buffer<ffi::U32>>()
                                   .Attr<int64_t>("reps"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxAutomorphism, hemx::Automorphism,
+HEMX_HANDLER(HemxAutomorphism, &hemx::Automorphism,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxInnerProduct, hemx::InnerProduct,
+HEMX_HANDLER(HemxInnerProduct, &hemx::InnerProduct,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
@@ -622,7 +674,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxInnerProduct, hemx::InnerProduct,
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxBConv, hemx::BConv,
+HEMX_HANDLER(HemxBConv, &hemx::BConv,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
@@ -634,7 +686,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxBConv, hemx::BConv,
                                   .Ret<ffi::Buffer<ffi::U32>>()
                                   .Attr<int64_t>("centered"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxModUp, hemx::ModUp,
+HEMX_HANDLER(HemxModUp, &hemx::ModUp,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()   // x
@@ -652,7 +704,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxModUp, hemx::ModUp,
                                   .Ret<ffi::Buffer<ffi::U32>>()
                                   .Attr<int64_t>("centered"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxDivide, hemx::Divide,
+HEMX_HANDLER(HemxDivide, &hemx::Divide,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U32>>()   // x
@@ -674,30 +726,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(HemxDivide, hemx::Divide,
                                   .Ret<ffi::Buffer<ffi::U32>>()
                                   .Attr<int64_t>("centered"));
 
-// Plain C entry points for ctypes: which instruction set runs, forcing a lower one (tests), a thread cap.
+// Plain C entry points for ctypes (the instruction-set ones are in dispatch.cc, the self-test in selftest.cc).
 extern "C" {
-__attribute__((visibility("default"))) const char* hemx_native_isa() { return hemx::active().name; }
-
-// name: "avx512", "avx2", "scalar" or "auto"; returns 0 on success, -1 if unknown or unsupported here.
-__attribute__((visibility("default"))) int hemx_native_set_isa(const char* name) {
-  using namespace hemx;
-  __builtin_cpu_init();
-  Kernels k;
-  if (!std::strcmp(name, "auto")) k = pick_best();
-  else if (!std::strcmp(name, "scalar")) k = kernels_scalar();
-  else if (!std::strcmp(name, "avx2") && __builtin_cpu_supports("avx2")) k = kernels_avx2();
-  else if (!std::strcmp(name, "avx512") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
-    k = kernels_avx512();
-  else return -1;
-  static std::atomic<int> slot{1};
-  Kernels* dst = &g_slots[1 + (slot.fetch_add(1) & 1)];  // not the slot currently active
-  if (dst == g_active.load()) dst = &g_slots[dst == &g_slots[1] ? 2 : 1];
-  *dst = k;
-  g_active.store(dst, std::memory_order_release);
-  return 0;
-}
-
 // Upper bound on the threads one call uses (0: XLA's pool size).
 __attribute__((visibility("default"))) void hemx_native_set_max_threads(int n) { hemx::g_max_threads.store(n); }
 

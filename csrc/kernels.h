@@ -1,4 +1,18 @@
-// hemx native kernels: the per-instruction-set entry points and how ffi.cc picks them.
+// hemx native kernels: the per-instruction-set entry points and the table dispatch.cc builds from them.
+//
+// The rule every file here follows (docs/kernels.md, "Native code and instruction sets"; checked by
+// tests/kernels/native/test_native_build.py on the built objects): nothing compiled for an instruction set runs
+// before that instruction set is detected.
+//   * An ISA file (ntt_avx2.cc, ntt_avx512.cc, ntt_neon.cc) has no namespace-scope object with a dynamic
+//     initializer (its tables are constexpr) and defines nothing outside its own namespace hemx::<isa>.
+//   * Code shared by several ISA files has internal linkage (static, anonymous namespace) or is instantiated in
+//     the per-ISA namespace: an inline function with external linkage would be emitted by every ISA object as a
+//     weak symbol, and the linker would keep one copy -- possibly the AVX-512 one -- for every caller.
+//   * This header holds declarations and plain structs only (no member functions, no inline functions).
+//   * The tables of entry points, their names and widths are built in the baseline file dispatch.cc, which is
+//     also the only place that asks the CPU what it supports.
+//   * The library is built with -fvisibility=hidden: only the FFI handlers and the extern "C" entry points
+//     (ffi.cc, dispatch.cc, selftest.cc) are exported.
 #pragma once
 
 #include <cstddef>
@@ -25,35 +39,72 @@ struct BConvTables {
   size_t wide_terms = 0;
   // target row j is written at row j of the output below gap_at, at row j + gap from there on (the fused ModUp
   // writes a digit's conversion around the digit's own rows of the extended digit)
-  size_t gap_at = ~size_t{0}, gap = 0;
-  size_t out_row(size_t j) const { return j < gap_at ? j : j + gap; }
+  size_t gap_at = ~size_t{0}, gap = 0;  // (ops_impl.h's out_row reads these)
 };
 
-// One polynomial (n residues, one modulus q < 2^31) per call; in place. Tables are one limb's rows of the
-// Python-side ButterflyTables (see ntt_impl.h for the convention).
+// The entry points of one instruction set, as function pointer types. One polynomial (n residues, one modulus
+// q < 2^31) per call; in place. Tables are one limb's rows of the Python-side ButterflyTables (see ntt_impl.h).
+using ForwardFn = void (*)(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws);
+// scal = {1/N, shoup(1/N), psi^-1/N, shoup(psi^-1/N)}
+using InverseFn = void (*)(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws,
+                           const uint32_t* scal);
+using MulShoupFn = void (*)(uint32_t* out, const uint32_t* a, const uint32_t* w, const uint32_t* ws, size_t n,
+                            uint32_t q);
+using ProbeFn = uint64_t (*)(uint32_t* a, size_t n, uint32_t q, uint32_t w, uint32_t ws, uint64_t reps);
+// ops_impl.h: basis conversion of coefficients [lo, lo + cnt) (cnt a multiple of width), the key-switching inner
+// product of one limb, the automorphism's gather of one polynomial
+using BConvBlockFn = void (*)(const BConvTables& t, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,
+                              uint32_t* ybuf);
+using InnerProductFn = void (*)(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride,
+                                const uint32_t* b, size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n,
+                                uint32_t q, uint32_t qinv, uint32_t r, uint32_t rs);
+using GatherFn = void (*)(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n);
+
+// One instruction set's table (immutable; dispatch.cc holds one constexpr table per instruction set built).
 struct Kernels {
-  const char* name = nullptr;
-  size_t width = 1;  // SIMD lanes; the transforms need n >= 2 * width (ffi.cc falls back to scalar below)
-  void (*forward)(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws) = nullptr;
-  // scal = {1/N, shoup(1/N), psi^-1/N, shoup(psi^-1/N)}
-  void (*inverse)(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws,
-                  const uint32_t* scal) = nullptr;
-  void (*mul_shoup)(uint32_t* out, const uint32_t* a, const uint32_t* w, const uint32_t* ws, size_t n,
-                    uint32_t q) = nullptr;
-  uint64_t (*butterfly_probe)(uint32_t* a, size_t n, uint32_t q, uint32_t w, uint32_t ws, uint64_t reps) = nullptr;
-  // ops_impl.h: basis conversion of coefficients [lo, lo + cnt) (cnt a multiple of width), the key-switching
-  // inner product of one limb, the automorphism's gather of one polynomial
-  void (*bconv_block)(const BConvTables& t, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,
-                      uint32_t* ybuf) = nullptr;
-  void (*inner_product)(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride, const uint32_t* b,
-                        size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t q, uint32_t qinv,
-                        uint32_t r, uint32_t rs) = nullptr;
-  void (*gather)(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n) = nullptr;
+  const char* name;
+  size_t width;  // SIMD lanes; the transforms need n >= 2 * width (the handlers fall back to scalar below)
+  ForwardFn forward;
+  InverseFn inverse;
+  MulShoupFn mul_shoup;
+  ProbeFn butterfly_probe;
+  BConvBlockFn bconv_block;
+  InnerProductFn inner_product;
+  GatherFn gather;
 };
 
-Kernels kernels_scalar();
-Kernels kernels_avx2();
-Kernels kernels_avx512();
+// Lanes of each instruction set (its file static_asserts its traits' width against these).
+constexpr size_t kWidthScalar = 1, kWidthAvx2 = 8, kWidthAvx512 = 16, kWidthNeon = 4;
+
+// The entry points each ISA file defines in its namespace (ntt_impl.h's tail), declared for dispatch.cc.
+#define HEMX_DECLARE_ISA(ns)                                                                                    \
+  namespace ns {                                                                                               \
+  void forward(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws);                      \
+  void inverse(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws, const uint32_t* scal); \
+  void mul_shoup(uint32_t* out, const uint32_t* a, const uint32_t* w, const uint32_t* ws, size_t n, uint32_t q); \
+  uint64_t butterfly_probe(uint32_t* a, size_t n, uint32_t q, uint32_t w, uint32_t ws, uint64_t reps);          \
+  void bconv_block(const BConvTables& t, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,      \
+                   uint32_t* ybuf);                                                                            \
+  void inner_product(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride, const uint32_t* b,    \
+                     size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t q,              \
+                     uint32_t qinv, uint32_t r, uint32_t rs);                                                  \
+  void gather(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n);                                \
+  }
+
+HEMX_DECLARE_ISA(scalar)
+#if defined(__x86_64__) || defined(_M_X64)
+#define HEMX_ARCH_X86 1
+HEMX_DECLARE_ISA(avx2)
+HEMX_DECLARE_ISA(avx512)
+#elif defined(__aarch64__)
+#define HEMX_ARCH_ARM64 1
+HEMX_DECLARE_ISA(neon)
+#endif
+
+// dispatch.cc: the active table (taken once per handler call), the scalar table, and the instruction sets.
+const Kernels& active_kernels();
+const Kernels& scalar_kernels();
+const Kernels* runnable_kernels(size_t i);  // the i-th built table this CPU runs, best first; nullptr past the end
 
 // Scalar traits (one lane) and the generic tails. Internal linkage (anonymous namespace / static): each
 // translation unit is compiled with its own -m flags, so none may share an out-of-line copy with another.

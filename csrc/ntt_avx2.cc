@@ -5,6 +5,7 @@
 #include "kernels.h"
 
 #define HEMX_ISA avx2
+#define HEMX_ISA_WIDTH kWidthAvx2
 
 namespace hemx {
 namespace HEMX_ISA {

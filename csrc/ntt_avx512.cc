@@ -8,6 +8,7 @@
 #include "kernels.h"
 
 #define HEMX_ISA avx512
+#define HEMX_ISA_WIDTH kWidthAvx512
 
 namespace hemx {
 namespace HEMX_ISA {
@@ -20,11 +21,11 @@ struct Perms {
 
 // Stage s of a block of 32 handles h = hs[s]: butterfly b (0..15) pairs positions x(b) = (b/h)*2h + b%h and
 // x(b) + h. src(p) says where natural position p sits in (X, Y): X lane b -> b, Y lane b -> 16 + b.
-static Perms make_perms(bool forward) {
+static constexpr Perms make_perms(bool forward) {
   Perms P{};
-  size_t hs[4];
+  size_t hs[4] = {};
   for (int s = 0; s < 4; ++s) hs[s] = forward ? (8u >> s) : (1u << s);
-  uint32_t prev_src[32];
+  uint32_t prev_src[32] = {};
   for (int p = 0; p < 32; ++p) prev_src[p] = (uint32_t)p;  // stage 0 reads the natural block (lo = 0..15)
   for (int s = 0; s < 4; ++s) {
     const size_t h = hs[s];
@@ -41,7 +42,9 @@ static Perms make_perms(bool forward) {
   for (int p = 0; p < 16; ++p) P.out_lo[p] = prev_src[p], P.out_hi[p] = prev_src[16 + p];
   return P;
 }
-static const Perms kFwd = make_perms(true), kInv = make_perms(false);
+// constexpr: built by the compiler into .rodata. A namespace-scope object with a dynamic initializer here would
+// run AVX-512 code when the library is loaded, before the CPU is asked (SIGILL on CPUs without AVX-512).
+static constexpr Perms kFwd = make_perms(true), kInv = make_perms(false);
 
 static inline __m512i ld(const uint32_t* p) { return _mm512_loadu_si512((const void*)p); }
 
@@ -98,7 +101,7 @@ constexpr int kTailBlocks = 4;
 struct TailIdx {
   alignas(64) uint32_t idx[4][kTailBlocks][16];  // [stage by h = 8, 4, 2, 1][block]
 };
-static TailIdx make_tail_idx() {
+static constexpr TailIdx make_tail_idx() {
   TailIdx T{};
   for (int s = 0; s < 4; ++s)
     for (int j = 0; j < kTailBlocks; ++j)
@@ -108,7 +111,7 @@ static TailIdx make_tail_idx() {
       }
   return T;
 }
-static const TailIdx kTailIdx = make_tail_idx();
+static constexpr TailIdx kTailIdx = make_tail_idx();  // constexpr: see kFwd
 
 // Shoup product with the twiddle's companion given twice: ws (even lanes) and ws_odd (odd lanes moved down),
 // so a twiddle whose lanes come in equal pairs (h >= 2) needs no shift.

@@ -1,8 +1,10 @@
 // hemx native kernels: negacyclic NTT on uint32 residues, templated on a SIMD "vector traits" type.
 //
-// Included once per instruction set by ntt_avx512.cc / ntt_avx2.cc / ntt_scalar.cc, each compiled with its
-// own -m flags (separate translation units, chosen at load time by __builtin_cpu_supports in ffi.cc). The
-// including file defines HEMX_ISA (a namespace name) and the traits type `V` before including this header.
+// Included once per instruction set by ntt_scalar.cc / ntt_avx2.cc / ntt_avx512.cc / ntt_neon.cc, each compiled
+// with its own -m flags (separate translation units; dispatch.cc picks one at run time, after asking the CPU).
+// The including file defines HEMX_ISA (a namespace name), HEMX_ISA_WIDTH (its kWidth* constant) and the traits
+// type `V` before including this header; everything here has internal linkage except the entry points at the
+// end, which live in namespace hemx::HEMX_ISA (kernels.h states the rule).
 //
 // Convention (the same as hemx/kernels/ntt.py, butterfly method): forward = Cooley-Tukey with twiddles
 // w[m + i] = psi^brv(m + i) for the i-th group of the stage with m groups; the output is in bit-reversed
@@ -403,28 +405,35 @@ static uint64_t butterfly_probe_t(uint32_t* a, size_t n, uint32_t qs, uint32_t w
 
 #include "ops_impl.h"
 
-}  // namespace HEMX_ISA
+// The entry points of this instruction set (declared by HEMX_DECLARE_ISA in kernels.h; dispatch.cc builds the
+// table). External linkage inside this ISA's own namespace, hidden visibility: no other object defines them.
+static_assert(V::W == HEMX_ISA_WIDTH, "vector width disagrees with kernels.h");
 
-// The table of entry points this instruction set exports (declared in kernels.h).
-Kernels HEMX_CAT(kernels_, HEMX_ISA)() {
-  Kernels k;
-  k.name = HEMX_STR(HEMX_ISA);
-  k.width = HEMX_ISA::V::W;
-  k.forward = [](uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws) {
-    if (q < (1u << 29)) HEMX_ISA::forward_t<HEMX_ISA::kLazier>(a, n, q, w, ws);
-    else if (q < (1u << 30)) HEMX_ISA::forward_t<HEMX_ISA::kLazy>(a, n, q, w, ws);
-    else HEMX_ISA::forward_t<HEMX_ISA::kReduced>(a, n, q, w, ws);
-  };
-  k.inverse = [](uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws, const uint32_t* s) {
-    if (q < (1u << 30)) HEMX_ISA::inverse_t<true>(a, n, q, w, ws, s);
-    else HEMX_ISA::inverse_t<false>(a, n, q, w, ws, s);
-  };
-  k.mul_shoup = HEMX_ISA::mul_shoup_t;
-  k.butterfly_probe = HEMX_ISA::butterfly_probe_t;
-  k.bconv_block = HEMX_ISA::bconv_block_t<>;
-  k.inner_product = HEMX_ISA::inner_product_t;
-  k.gather = HEMX_ISA::gather_t;
-  return k;
+void forward(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws) {
+  if (q < (1u << 29)) forward_t<kLazier>(a, n, q, w, ws);
+  else if (q < (1u << 30)) forward_t<kLazy>(a, n, q, w, ws);
+  else forward_t<kReduced>(a, n, q, w, ws);
 }
+void inverse(uint32_t* a, size_t n, uint32_t q, const uint32_t* w, const uint32_t* ws, const uint32_t* s) {
+  if (q < (1u << 30)) inverse_t<true>(a, n, q, w, ws, s);
+  else inverse_t<false>(a, n, q, w, ws, s);
+}
+void mul_shoup(uint32_t* out, const uint32_t* a, const uint32_t* w, const uint32_t* ws, size_t n, uint32_t q) {
+  mul_shoup_t(out, a, w, ws, n, q);
+}
+uint64_t butterfly_probe(uint32_t* a, size_t n, uint32_t q, uint32_t w, uint32_t ws, uint64_t reps) {
+  return butterfly_probe_t(a, n, q, w, ws, reps);
+}
+void bconv_block(const BConvTables& t, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,
+                 uint32_t* ybuf) {
+  bconv_block_t<>(t, x, out, n, lo, cnt, ybuf);
+}
+void inner_product(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride, const uint32_t* b,
+                   size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t q, uint32_t qinv,
+                   uint32_t r, uint32_t rs) {
+  inner_product_t(out, o_kstride, a, a_stride, b, b_dstride, b_kstride, D, K, n, q, qinv, r, rs);
+}
+void gather(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n) { gather_t(out, in, map, n); }
 
+}  // namespace HEMX_ISA
 }  // namespace hemx

@@ -2,6 +2,7 @@
 #include "kernels.h"
 
 #define HEMX_ISA scalar
+#define HEMX_ISA_WIDTH kWidthScalar
 
 namespace hemx {
 namespace HEMX_ISA {

@@ -7,6 +7,9 @@
 // kernels, the Python-integer references).
 #pragma once
 
+// Row of the output that target row j of a conversion is written to (BConvTables::gap_at / gap, kernels.h).
+static inline size_t out_row(const BConvTables& T, size_t j) { return j < T.gap_at ? j : j + T.gap; }
+
 // ------------------------------------------------------------------------------------ basis conversion
 // Fast basis conversion from L source moduli q_i to L' target moduli p_j (hemx/kernels/bconv.py):
 //   y_i = [x_i * qhat_inv_i]_{q_i};  out_j = sum_i y_i * c_ij  (- corr_ij where centered and y_i > q_i / 2)
@@ -33,7 +36,7 @@ static void bconv_wide_rows(const BConvTables& T, const uint32_t* ybuf, uint32_t
     const R p = VV::set1(T.p[j]), r = VV::set1(T.pr[3 * j]), rs = VV::set1(T.pr[3 * j + 1]);
     const R one_s = VV::set1(T.pr[3 * j + 2]);
     const uint32_t *cj = T.c + j * T.L, *kj = T.kq + j * T.L;
-    uint32_t* oj = out + T.out_row(j) * n + lo;
+    uint32_t* oj = out + out_row(T, j) * n + lo;
     for (size_t k = 0; k < cnt; k += W) {
       R e = zero, o = zero;
       size_t left = T.wide_terms;
@@ -55,7 +58,7 @@ static void bconv_wide_rows(const BConvTables& T, const uint32_t* ybuf, uint32_t
 }
 
 // Coefficients [lo, lo + cnt) of one polynomial x (L rows of stride n) into out (L' rows of stride n, target j at
-// row T.out_row(j));
+// row out_row(T, j));
 // ybuf holds L * cnt words. cnt is a multiple of V::W.
 template <class VV = V>
 static void bconv_block_t(const BConvTables& T, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,
@@ -73,7 +76,7 @@ static void bconv_block_t(const BConvTables& T, const uint32_t* x, uint32_t* out
   for (size_t j = 0; j < T.Lp; ++j) {
     const R p = V::set1(T.p[j]);
     const uint32_t *cj = T.c + j * T.L, *csj = T.c_s + j * T.L, *ncj = T.ncorr + j * T.L;
-    uint32_t* oj = out + T.out_row(j) * n + lo;
+    uint32_t* oj = out + out_row(T, j) * n + lo;
     size_t k = 0;
     for (; k + 2 * W <= cnt; k += 2 * W) {  // two vectors at a time: independent chains for the pipeline
       R acc0 = V::set1(0), acc1 = V::set1(0);

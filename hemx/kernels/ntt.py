@@ -16,7 +16,9 @@ Methods (all exact, batched over leading axes and limbs; data ``(..., L, N)`` ui
   the data already is), and the bit-reversal permutations are folded into the matrices' rows offline.
 * ``multilevel``: the same layout-invariant scheme recursively, over small radices (WarpDrive-style, radix 16
   by default): ``N = n_1 * ... * n_t`` and one ``n_s``-point BAT matmul per level.
-* ``native``: the butterfly's tables run by the C++ kernels of :mod:`hemx.kernels.native` (XLA FFI, CPU).
+* ``native``: the butterfly's tables run by the C++ kernels of :mod:`hemx.kernels.native` (XLA FFI, CPU) where
+  the program is lowered for CPU and the library is available; elsewhere (``jax.export`` for cuda / tpu, the
+  library switched off) the JAX butterfly on the same tables (``jax.lax.platform_dependent``, bit-identical).
 
 Derivation of the layout-invariant scheme (``j = sum_s j_s S_s`` with ``S_s = prod_{u>s} n_u``, output
 ``k = sum_s k_s P_s`` with ``P_s = prod_{u<s} n_u``): only the terms ``u <= s`` of ``j_s S_s k_u P_u`` survive
@@ -29,6 +31,7 @@ matrix). Writing ``k_s = brv(k'_s)`` in the matrices' rows puts ``A_{brv(p)}`` a
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple, Sequence
 
 import jax
@@ -51,7 +54,8 @@ from hemx.nt import bit_reverse_permutation, log2_exact, primitive_2nth_root, is
 
 METHODS: tuple[str, ...] = ("butterfly", "four_step", "mat3", "multilevel")
 #: The C++ radix-2/4 butterfly of :mod:`hemx.kernels.native` (XLA FFI, CPU only, optional at install): the
-#: butterfly method's tables and results, run natively. Kept out of :data:`METHODS` (the JAX methods).
+#: butterfly method's tables and results, run natively where the program is lowered for CPU (the JAX butterfly
+#: elsewhere, so such a plan exports for cuda / tpu). Kept out of :data:`METHODS` (the JAX methods).
 NATIVE_METHOD = "native"
 ALL_METHODS: tuple[str, ...] = METHODS + (NATIVE_METHOD,)
 
@@ -537,6 +541,39 @@ def _butterfly_inverse(x, plan: NTTPlan, lay: _Layout):
     return x
 
 
+def butterfly_tables_of(plan: NTTPlan) -> NTTPlan:
+    """A native plan's tables as the JAX butterfly reads them: the rows it selects (``ButterflyTables.rows``) taken
+    from its full ``(R, N)`` twiddle tables, so limb ``l`` of the result has row ``rows[l]`` (works inside jit).
+    Any other plan, or a native plan without selected rows, is returned as it is."""
+    bt = plan.butterfly
+    if plan.method != NATIVE_METHOD or bt is None or bt.rows is None:
+        return plan
+    rows = jnp.asarray(bt.rows).astype(jnp.int32)
+    take = lambda a: jnp.take(a, rows, axis=0, mode="clip")  # noqa: E731 - rows are in range by construction
+    bt = dataclasses.replace(bt, fwd=jax.tree_util.tree_map(take, bt.fwd), inv=jax.tree_util.tree_map(take, bt.inv),
+                             rows=None)
+    return dataclasses.replace(plan, butterfly=bt)
+
+
+@functools.partial(jax.jit, static_argnames=("inverse", "lay"))
+def _butterfly_of_native(x, plan: NTTPlan, *, inverse: bool, lay: _Layout):
+    # jitted: on_cpu traces this branch in CPU programs too, and a program with several transforms of one shape then
+    # unrolls the butterfly once
+    plan = butterfly_tables_of(plan)
+    return _butterfly_inverse(x, plan, lay) if inverse else _butterfly_forward(x, plan, lay)
+
+
+def _native_or_butterfly(x, plan: NTTPlan, lay: _Layout, limb_axis: int, *, inverse: bool):
+    """A native plan's transform: the C++ kernel where the program is lowered for CPU and the library is available,
+    the JAX butterfly on the same tables everywhere else (``hemx.kernels.native.on_cpu``: an export for cuda / tpu
+    holds no custom call). Bit-identical (both exact)."""
+    from hemx.kernels import native  # noqa: PLC0415 - optional library, loaded once
+
+    kernel = native.intt if inverse else native.ntt
+    return native.on_cpu(lambda v, pl: kernel(v, pl, limb_axis),
+                         lambda v, pl: _butterfly_of_native(v, pl, inverse=inverse, lay=lay), x, plan)
+
+
 def ntt(x, plan: NTTPlan, limb_axis: int = -2):
     """Forward negacyclic NTT of uint32 residues; output in bit-reversed order, same shape.
 
@@ -544,11 +581,9 @@ def ntt(x, plan: NTTPlan, limb_axis: int = -2):
     axis, e.g. ``limb_axis=0`` for a limb-major batch ``(L, B, N)`` (every limb's tables then serve its B
     polynomials in one pass; the result is bit-identical to transforming the transposed batch).
     """
-    if plan.method == NATIVE_METHOD:
-        from hemx.kernels import native  # noqa: PLC0415
-
-        return native.ntt(x, plan, limb_axis)
     lay = _layout(x, plan, limb_axis)
+    if plan.method == NATIVE_METHOD:
+        return _native_or_butterfly(x, plan, lay, limb_axis, inverse=False)
     if plan.method == "butterfly":
         return _butterfly_forward(x, plan, lay)
     return _run_stages(x, plan.forward, plan, lay)
@@ -556,11 +591,9 @@ def ntt(x, plan: NTTPlan, limb_axis: int = -2):
 
 def intt(x, plan: NTTPlan, limb_axis: int = -2):
     """Inverse of :func:`ntt` (input in bit-reversed order, output coefficients in natural order)."""
-    if plan.method == NATIVE_METHOD:
-        from hemx.kernels import native  # noqa: PLC0415
-
-        return native.intt(x, plan, limb_axis)
     lay = _layout(x, plan, limb_axis)
+    if plan.method == NATIVE_METHOD:
+        return _native_or_butterfly(x, plan, lay, limb_axis, inverse=True)
     if plan.method == "butterfly":
         return _butterfly_inverse(x, plan, lay)
     return _run_stages(x, plan.inverse, plan, lay)

@@ -1,9 +1,17 @@
 """Build ``_hemx_native.so`` from ``csrc/`` with the system C++ compiler (used by ``setup.py``; no hemx imports).
 
-The library is a plain shared object (loaded with ctypes, not a Python extension). Every translation unit is
-compiled for the baseline x86-64 ISA except ``ntt_avx2.cc`` (``-mavx2``) and ``ntt_avx512.cc`` (AVX-512
-F/VL/BW/DQ); the library picks one at load time with ``__builtin_cpu_supports``, so it runs on any x86-64
-CPU and never carries ``-march=native``. The XLA FFI headers come from the installed jaxlib
+The library is a plain shared object (loaded with ctypes, not a Python extension). Which files are compiled
+depends on the target architecture the compiler builds for (``$CXX -dumpmachine``), never on the build machine's
+CPU (no ``-march=native``):
+
+* x86-64: the baseline files, plus ``ntt_avx2.cc`` (``-mavx2``) and ``ntt_avx512.cc`` (AVX-512 F/VL/BW/DQ);
+* aarch64: the baseline files, plus ``ntt_neon.cc`` (NEON is part of the AArch64 baseline);
+* anything else: the baseline files alone (scalar kernels).
+
+``dispatch.cc`` asks the CPU at run time which of them it can run, after the library has loaded; the ISA files
+run nothing before that (docs/kernels.md states the rule; tests/kernels/native/test_native_build.py checks the
+objects). The library is built with hidden visibility: only the FFI handlers and the C entry points are exported.
+``$CXX`` is honoured (g++ and clang++ both work). The XLA FFI headers come from the installed jaxlib
 (``jax.ffi.include_dir()``), found without importing jax when the build runs in an isolated environment.
 """
 
@@ -19,13 +27,46 @@ import sys
 import sysconfig
 
 LIB_NAME = "_hemx_native.so"
-SOURCES = {  # file -> extra flags
-    "ffi.cc": [],
-    "ntt_scalar.cc": [],
-    "ntt_avx2.cc": ["-mavx2"],
-    "ntt_avx512.cc": ["-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq"],
+#: Compiled for every target, with no instruction-set flag.
+BASELINE = ("ffi.cc", "dispatch.cc", "selftest.cc", "ntt_scalar.cc")
+#: Instruction-set files per target architecture -> their extra flags.
+ISA_SOURCES = {
+    "x86_64": {"ntt_avx2.cc": ["-mavx2"], "ntt_avx512.cc": ["-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq"]},
+    "aarch64": {"ntt_neon.cc": []},
 }
-COMMON = ["-O3", "-std=c++17", "-fPIC", "-fno-math-errno", "-Wno-attributes"]
+COMMON = ["-std=c++17", "-fPIC", "-fno-math-errno", "-Wno-attributes", "-fvisibility=hidden",
+          "-fvisibility-inlines-hidden"]
+OPT = "-O3"
+
+
+def machine(cxx: list[str]) -> str:
+    """The target triple ``cxx`` compiles for (``-dumpmachine``, e.g. "x86_64-linux-gnu")."""
+    try:
+        return subprocess.run(cxx + ["-dumpmachine"], capture_output=True, text=True, check=False).stdout.strip()
+    except OSError as exc:
+        raise BuildError(f"cannot run {cxx[0]}: {exc}") from exc
+
+
+def target_arch(cxx: list[str]) -> str:
+    """The architecture ``cxx`` compiles for ("x86_64", "aarch64", ...), from ``-dumpmachine``."""
+    out = machine(cxx)
+    arch = out.split("-", 1)[0] if out else ""
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
+
+
+def sources_for(arch: str) -> dict[str, list[str]]:
+    """File -> extra flags for a target architecture (baseline files first)."""
+    out = {name: [] for name in BASELINE}
+    out.update(ISA_SOURCES.get(arch, {}))
+    return out
+
+
+def compiler() -> list[str]:
+    """The C++ compiler command: ``$CXX`` (may carry arguments), else g++ / c++ on PATH."""
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise BuildError("no C++ compiler (g++ / c++ / $CXX) on PATH")
+    return shlex.split(cxx)
 
 
 class BuildError(RuntimeError):
@@ -70,25 +111,44 @@ def find_ffi_include() -> str:
     raise BuildError("XLA FFI headers not found (install jaxlib first, or set HEMX_FFI_INCLUDE)")
 
 
-def build(src_dir: str, out_path: str, tmp_dir: str, *, verbose: bool = False) -> str:
-    """Compile ``src_dir``'s sources into ``out_path``; returns it. Raises :class:`BuildError` on failure."""
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        raise BuildError("no C++ compiler (g++ / c++ / $CXX) on PATH")
-    cxx_cmd = shlex.split(cxx)
-    include = find_ffi_include()
+def build(src_dir: str, out_path: str, tmp_dir: str, *, verbose: bool = False, cxx: list[str] | None = None,
+          opt: str = OPT, include: str | None = None) -> str:
+    """Compile ``src_dir``'s sources into ``out_path``; returns it. Raises :class:`BuildError` on failure.
+
+    ``cxx``: the compiler command (default :func:`compiler`); ``opt``: the optimisation flag (the object checks
+    also build at ``-O0``); ``include``: the XLA FFI header directory (default :func:`find_ffi_include`). The
+    objects stay in ``tmp_dir`` (``<file>.o``).
+    """
+    cxx_cmd = list(cxx) if cxx else compiler()
+    include = include or find_ffi_include()
+    arch = target_arch(cxx_cmd)
     os.makedirs(tmp_dir, exist_ok=True)
     objects = []
-    for name, flags in SOURCES.items():
+    for name, flags in sources_for(arch).items():
         src = os.path.join(src_dir, name)
         obj = os.path.join(tmp_dir, name + ".o")
-        cmd = cxx_cmd + COMMON + flags + ["-isystem", include, "-I", src_dir, "-c", src, "-o", obj]
+        cmd = cxx_cmd + [opt] + COMMON + flags + ["-isystem", include, "-I", src_dir, "-c", src, "-o", obj]
         _run(cmd, verbose)
         objects.append(obj)
     os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
     tmp_out = out_path + ".tmp"
-    _run(cxx_cmd + ["-shared", "-o", tmp_out] + objects + ["-lpthread"], verbose)
+    link = cxx_cmd + ["-shared", "-o", tmp_out] + objects + ["-lpthread"]
+    if "linux" in machine(cxx_cmd):  # GNU ld / lld: export the handlers and C entry points, nothing else
+        script = os.path.join(tmp_dir, "exports.map")
+        with open(script, "w") as fh:
+            fh.write("{\n  global: Hemx*; hemx_native_*;\n  local: *;\n};\n")
+        link.append("-Wl,--version-script=" + script)
+    _run(link, verbose)
     os.replace(tmp_out, out_path)  # atomic: a running process keeps its mapped copy
+    return out_path
+
+
+def build_selftest_driver(src_dir: str, out_path: str, *, cxx: list[str] | None = None, verbose: bool = False) -> str:
+    """Compile ``csrc/tools/selftest.cc`` (loads a library with dlopen and runs its self-test) into ``out_path``."""
+    cxx_cmd = list(cxx) if cxx else compiler()
+    os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
+    _run(cxx_cmd + ["-O1", "-std=c++17", os.path.join(src_dir, "tools", "selftest.cc"), "-o", out_path, "-ldl"],
+         verbose)
     return out_path
 
 

@@ -1,0 +1,73 @@
+// hemx native kernels: host-side helpers shared by the baseline files (ffi.cc, selftest.cc): modulus checks, the
+// per-call tables of a basis conversion, its block size. Baseline code only: no ISA file includes this header
+// (internal linkage all the same, so no copy is ever shared with another object).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels.h"
+
+namespace hemx {
+namespace {
+
+bool bad_modulus(uint32_t q) { return q < 3 || !(q & 1) || q >= (1u << 31); }
+uint32_t shoup_of(uint32_t w, uint32_t q) { return (uint32_t)(((uint64_t)w << 32) / q); }
+
+// The per-call tables of one basis conversion in the layout ops_impl.h's bconv_block reads (L * L' entries:
+// halves, Shoup companions, the target-major layout, the wide path's constants). Source moduli qs (L,) and
+// qhinv (L,) = [qhat_i^-1]_{q_i}; target moduli ps (L',); c, corr (L, L') row-major = [qhat_i]_{p_j},
+// [q_i qhat_i]_{p_j} (corr used when centered). qs must outlive the tables; ps is copied.
+struct ConvTables {  // prepare() returns nullptr, or what is wrong with the tables
+  std::vector<uint32_t> tab;
+  BConvTables T;
+
+  const char* prepare(size_t L, size_t Lp, const uint32_t* qs, const uint32_t* hs, const uint32_t* ps_in,
+                     const uint32_t* cs, const uint32_t* rs, bool centered) {
+    if (L == 0 || Lp == 0) return "empty basis conversion";
+    tab.assign(3 * L + 4 * L * Lp + 4 * Lp, 0);
+    uint32_t *half = tab.data(), *hsh = half + L, *ct = hsh + L, *cst = ct + L * Lp, *nct = cst + L * Lp;
+    uint32_t *kq = nct + L * Lp, *pr = kq + L * Lp, *ps = pr + 3 * Lp;
+    std::memcpy(ps, ps_in, Lp * sizeof(uint32_t));
+    uint64_t amax = 0, cmax = 0;
+    for (size_t i = 0; i < L; ++i) {
+      if (bad_modulus(qs[i]) || hs[i] >= qs[i])
+        return "bad source modulus or [qhat^-1]_q table";
+      half[i] = qs[i] >> 1, hsh[i] = shoup_of(hs[i], qs[i]);
+    }
+    for (size_t j = 0; j < Lp; ++j) {
+      if (bad_modulus(ps[j])) return "bad target modulus";
+      for (size_t i = 0; i < L; ++i) {
+        const uint32_t cv = cs[i * Lp + j], rv = rs[i * Lp + j];
+        if (cv >= ps[j] || rv >= ps[j]) return "conversion table not reduced";
+        ct[j * L + i] = cv, cst[j * L + i] = shoup_of(cv, ps[j]), nct[j * L + i] = rv ? ps[j] - rv : 0;
+        const uint32_t qm = qs[i] % ps[j];
+        kq[j * L + i] = qm ? ps[j] - qm : 0;
+        amax = std::max<uint64_t>(amax, (uint64_t)qs[i] + (centered ? kq[j * L + i] : 0));
+        cmax = std::max<uint64_t>(cmax, cv);
+      }
+      const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ps[j]);
+      pr[3 * j] = r, pr[3 * j + 1] = shoup_of(r, ps[j]), pr[3 * j + 2] = (uint32_t)((uint64_t{1} << 32) / ps[j]);
+    }
+    T = BConvTables{};
+    T.L = L, T.Lp = Lp, T.q = qs, T.half = half, T.qhinv = hs, T.qhinv_s = hsh, T.p = ps, T.c = ct, T.c_s = cst;
+    T.ncorr = nct, T.centered = centered;
+    // products of a_i < amax and c_ij <= cmax summed in a 64-bit lane, on top of a carried residue below 2^32
+    T.kq = kq, T.pr = pr;
+    T.wide_terms = cmax == 0 ? L : (size_t)std::min<uint64_t>(L, (~uint64_t{0} - 0xFFFFFFFFull) / (amax * cmax));
+    return nullptr;
+  }
+};
+
+// Coefficient block of a conversion from L sources: the L scaled source rows stay in L1.
+size_t conv_block(size_t L, size_t n, size_t width) {
+  size_t blk = std::max<size_t>(2 * width, 4096 / L);
+  blk = std::min(n, size_t{1} << (63 - __builtin_clzll((unsigned long long)blk)));
+  return std::max(blk, std::min(n, 2 * width));
+}
+
+
+}  // namespace
+}  // namespace hemx

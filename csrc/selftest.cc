@@ -1,0 +1,240 @@
+// hemx native kernels: a self-test callable without JAX (ctypes, or the tools/selftest.cc driver under qemu).
+// Baseline code. For every instruction set built into the library that this CPU runs, it checks against exact
+// 64-bit references computed here and against the scalar build: forward NTTs at n = 64 (against the O(n^2)
+// definition), 256 and 8192 (blocked path, against scalar) for one modulus in each range the kernels treat
+// differently (below 2^29, [2^29, 2^30), [2^30, 2^31)), the inverse round trip, the Shoup product, the basis
+// conversion (plain and centered), the key-switching inner product and the automorphism's gather.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "conv_tables.h"
+#include "kernels.h"
+
+namespace hemx {
+namespace {
+
+uint64_t g_state = 0x9E3779B97F4A7C15ull;
+uint64_t rnd() {  // xorshift64*: a fixed, reproducible sequence
+  g_state ^= g_state >> 12, g_state ^= g_state << 25, g_state ^= g_state >> 27;
+  return g_state * 0x2545F4914F6CDD1Dull;
+}
+
+uint32_t mulmod(uint64_t a, uint64_t b, uint32_t q) { return (uint32_t)(a * b % q); }
+uint32_t powmod(uint64_t b, uint64_t e, uint32_t q) {
+  uint64_t r = 1 % q;
+  b %= q;
+  for (; e; e >>= 1, b = b * b % q)
+    if (e & 1) r = r * b % q;
+  return (uint32_t)r;
+}
+bool is_prime(uint32_t n) {  // deterministic Miller-Rabin for n < 3,215,031,751 (bases 2, 3, 5, 7)
+  if (n < 2) return false;
+  for (uint32_t p : {2u, 3u, 5u, 7u})
+    if (n % p == 0) return n == p;
+  uint32_t d = n - 1;
+  int s = 0;
+  while (!(d & 1)) d >>= 1, ++s;
+  for (uint32_t a : {2u, 3u, 5u, 7u}) {
+    uint64_t x = powmod(a, d, n);
+    if (x == 1 || x == n - 1) continue;
+    bool composite = true;
+    for (int i = 1; i < s && composite; ++i) {
+      x = x * x % n;
+      if (x == n - 1) composite = false;
+    }
+    if (composite) return false;
+  }
+  return true;
+}
+// The largest prime below `bound` that is 1 mod `step`, at most `skip` such primes down.
+uint32_t prime_below(uint64_t bound, uint32_t step, int skip = 0) {
+  for (uint64_t q = (bound - 1) / step * step + 1; q > step; q -= step)
+    if (q < bound && is_prime((uint32_t)q) && skip-- == 0) return (uint32_t)q;
+  return 0;
+}
+// A primitive 2n-th root of unity mod q (q = 1 mod 2n): psi^n = -1.
+uint32_t root_2n(uint32_t q, uint32_t n) {
+  for (uint32_t g = 2; g < 1000; ++g) {
+    const uint32_t psi = powmod(g, (q - 1) / (2 * n), q);
+    if (powmod(psi, n, q) == q - 1) return psi;
+  }
+  return 0;
+}
+uint32_t brv(uint32_t i, uint32_t n) {
+  uint32_t r = 0;
+  for (uint32_t b = 1; b < n; b <<= 1) r = (r << 1) | (i & 1), i >>= 1;
+  return r;
+}
+
+struct Report {
+  std::string text;
+  bool failed = false;
+  void fail(const char* isa, const std::string& what) {
+    if (!failed) text = std::string(isa) + ": FAILED " + what;
+    failed = true;
+  }
+};
+
+// Butterfly tables of one modulus (hemx/kernels/ntt.py's convention).
+struct NttTables {
+  std::vector<uint32_t> w, ws, wi, wis;
+  uint32_t scal[4];
+  NttTables(uint32_t q, uint32_t n, uint32_t psi) : w(n), ws(n), wi(n), wis(n) {
+    const uint32_t psi_inv = powmod(psi, q - 2, q), ninv = powmod(n, q - 2, q);
+    for (uint32_t i = 0; i < n; ++i) {
+      w[i] = powmod(psi, brv(i, n), q), wi[i] = powmod(psi_inv, brv(i, n), q);
+      ws[i] = shoup_of(w[i], q), wis[i] = shoup_of(wi[i], q);
+    }
+    const uint32_t last = mulmod(wi[n > 1 ? 1 : 0], ninv, q);
+    scal[0] = ninv, scal[1] = shoup_of(ninv, q), scal[2] = last, scal[3] = shoup_of(last, q);
+  }
+};
+
+std::vector<uint32_t> random_residues(size_t n, uint32_t q) {
+  std::vector<uint32_t> v(n);
+  for (auto& x : v) x = (uint32_t)(rnd() % q);
+  return v;
+}
+
+void check_ntt(const Kernels& k, Report& rep, uint32_t q, uint32_t n, uint32_t psi_max, uint32_t n_max) {
+  const uint32_t psi = powmod(psi_max, n_max / n, q);
+  NttTables t(q, n, psi);
+  const std::vector<uint32_t> x = random_residues(n, q);
+  std::vector<uint32_t> y = x, ref = x;
+  k.forward(y.data(), n, q, t.w.data(), t.ws.data());
+  if (n <= 256) {  // the definition: position p holds sum_j x_j psi^((2 brv(p) + 1) j)
+    for (uint32_t p = 0; p < n; ++p) {
+      const uint32_t e = powmod(psi, 2 * brv(p, n) + 1, q);
+      uint64_t acc = 0, pw = 1;
+      for (uint32_t j = 0; j < n; ++j, pw = pw * e % q) acc = (acc + x[j] * pw) % q;
+      ref[p] = (uint32_t)acc;
+    }
+  } else {
+    scalar_kernels().forward(ref.data(), n, q, t.w.data(), t.ws.data());
+  }
+  if (y != ref) return rep.fail(k.name, "forward NTT n=" + std::to_string(n) + " q=" + std::to_string(q));
+  k.inverse(y.data(), n, q, t.wi.data(), t.wis.data(), t.scal);
+  if (y != x) rep.fail(k.name, "inverse NTT round trip n=" + std::to_string(n) + " q=" + std::to_string(q));
+}
+
+void check_mul_shoup(const Kernels& k, Report& rep, uint32_t q) {
+  const size_t n = 256;
+  const std::vector<uint32_t> a = random_residues(n, q), w = random_residues(n, q);
+  std::vector<uint32_t> ws(n), out(n);
+  for (size_t i = 0; i < n; ++i) ws[i] = shoup_of(w[i], q);
+  k.mul_shoup(out.data(), a.data(), w.data(), ws.data(), n, q);
+  for (size_t i = 0; i < n; ++i)
+    if (out[i] != mulmod(a[i], w[i], q)) return rep.fail(k.name, "mul_shoup q=" + std::to_string(q));
+}
+
+void check_bconv(const Kernels& k, Report& rep, const std::vector<uint32_t>& qs, const std::vector<uint32_t>& ps,
+                 bool centered) {
+  const size_t L = qs.size(), Lp = ps.size(), n = 256;
+  std::vector<uint32_t> qhinv(L), c(L * Lp), corr(L * Lp);
+  for (size_t i = 0; i < L; ++i) {
+    uint64_t hat = 1;
+    for (size_t t = 0; t < L; ++t)
+      if (t != i) hat = hat * (qs[t] % qs[i]) % qs[i];
+    qhinv[i] = powmod(hat, qs[i] - 2, qs[i]);
+    for (size_t j = 0; j < Lp; ++j) {
+      uint64_t h = 1;
+      for (size_t t = 0; t < L; ++t)
+        if (t != i) h = h * (qs[t] % ps[j]) % ps[j];
+      c[i * Lp + j] = (uint32_t)h, corr[i * Lp + j] = mulmod(h, qs[i] % ps[j], ps[j]);
+    }
+  }
+  std::vector<uint32_t> x(L * n), out(Lp * n, 0), ybuf(L * n);
+  for (size_t i = 0; i < L; ++i)
+    for (size_t j = 0; j < n; ++j) x[i * n + j] = (uint32_t)(rnd() % qs[i]);
+  ConvTables ct;
+  if (const char* why = ct.prepare(L, Lp, qs.data(), qhinv.data(), ps.data(), c.data(), corr.data(), centered))
+    return rep.fail(k.name, std::string("bconv tables: ") + why);
+  k.bconv_block(ct.T, x.data(), out.data(), n, 0, n, ybuf.data());
+  for (size_t j = 0; j < Lp; ++j)
+    for (size_t t = 0; t < n; ++t) {
+      uint64_t acc = 0;
+      for (size_t i = 0; i < L; ++i) {
+        const uint32_t y = mulmod(x[i * n + t], qhinv[i], qs[i]);
+        acc = (acc + (uint64_t)mulmod(y, c[i * Lp + j], ps[j])) % ps[j];
+        if (centered && y > qs[i] / 2) acc = (acc + ps[j] - corr[i * Lp + j]) % ps[j];
+      }
+      if (out[j * n + t] != acc) return rep.fail(k.name, std::string("basis conversion") + (centered ? " (centered)" : ""));
+    }
+}
+
+void check_inner_product(const Kernels& k, Report& rep, uint32_t q) {
+  const size_t D = 3, K = 2, n = 64;
+  std::vector<uint32_t> a = random_residues(D * n, q), b = random_residues(D * K * n, q), out(K * n);
+  uint32_t inv = q;
+  for (int it = 0; it < 5; ++it) inv *= 2u - q * inv;
+  const uint32_t r = (uint32_t)((uint64_t{1} << 32) % q);
+  k.inner_product(out.data(), n, a.data(), n, b.data(), K * n, n, D, K, n, q, inv, r, shoup_of(r, q));
+  for (size_t kk = 0; kk < K; ++kk)
+    for (size_t t = 0; t < n; ++t) {
+      uint64_t acc = 0;
+      for (size_t d = 0; d < D; ++d) acc = (acc + (uint64_t)mulmod(a[d * n + t], b[(d * K + kk) * n + t], q)) % q;
+      if (out[kk * n + t] != acc) return rep.fail(k.name, "inner product q=" + std::to_string(q));
+    }
+}
+
+void check_gather(const Kernels& k, Report& rep) {
+  const size_t n = 256;
+  std::vector<int32_t> map(n);
+  for (size_t i = 0; i < n; ++i) map[i] = (int32_t)i;
+  for (size_t i = n - 1; i > 0; --i) std::swap(map[i], map[rnd() % (i + 1)]);
+  const std::vector<uint32_t> in = random_residues(n, 0xFFFFFFFFu);
+  std::vector<uint32_t> out(n);
+  k.gather(out.data(), in.data(), map.data(), n);
+  for (size_t i = 0; i < n; ++i)
+    if (out[i] != in[(size_t)map[i]]) return rep.fail(k.name, "automorphism gather");
+}
+
+}  // namespace
+}  // namespace hemx
+
+extern "C" {
+// Runs the self-test on every instruction set built into the library that this CPU runs. Writes one line into
+// report (NUL-terminated, truncated to cap) and returns how many instruction sets passed, or -1 on the first
+// failure (the line says which check, on which instruction set).
+__attribute__((visibility("default"))) int hemx_native_selftest(char* report, size_t cap) {
+  using namespace hemx;
+  g_state = 0x9E3779B97F4A7C15ull;
+  Report rep;
+  constexpr uint32_t kMaxN = 8192;
+  const uint64_t bounds[3] = {1ull << 29, 1ull << 30, 1ull << 31};
+  uint32_t qs[3], psis[3];
+  for (int i = 0; i < 3; ++i) {
+    qs[i] = prime_below(bounds[i], 2 * kMaxN);
+    psis[i] = qs[i] ? root_2n(qs[i], kMaxN) : 0;
+    if (!qs[i] || !psis[i]) rep.fail("setup", "no NTT prime below 2^" + std::to_string(29 + i));
+  }
+  int passed = 0;
+  std::string names;
+  for (size_t i = 0; !rep.failed; ++i) {
+    const Kernels* k = runnable_kernels(i);
+    if (!k) break;
+    for (int m = 0; m < 3 && !rep.failed; ++m) {
+      for (uint32_t n : {64u, 256u, kMaxN}) check_ntt(*k, rep, qs[m], n, psis[m], kMaxN);
+      check_mul_shoup(*k, rep, qs[m]);
+      check_inner_product(*k, rep, qs[m]);
+    }
+    const std::vector<uint32_t> src = {qs[0], qs[1], qs[2]};
+    const std::vector<uint32_t> dst = {prime_below(1ull << 31, 2 * kMaxN, 1), prime_below(1ull << 28, 2 * kMaxN)};
+    for (bool centered : {false, true})
+      if (!rep.failed) check_bconv(*k, rep, src, dst, centered);
+    if (!rep.failed) check_gather(*k, rep);
+    if (!rep.failed) {
+      names += (passed ? ", " : "") + std::string(k->name);
+      ++passed;
+    }
+  }
+  if (!rep.failed) rep.text = "ok: " + names;
+  if (report && cap) {
+    std::strncpy(report, rep.text.c_str(), cap - 1);
+    report[cap - 1] = '\0';
+  }
+  return rep.failed ? -1 : passed;
+}
+}
