@@ -4,8 +4,11 @@ The shared library ``_hemx_native.so`` is built by ``pip install`` when a C++ co
 headers are present (optional: without it hemx runs the JAX kernels). Its kernels are registered with
 ``jax.ffi.register_ffi_target(..., platform="cpu")`` and called through ``jax.ffi.ffi_call``, so they work
 inside ``jax.jit`` and under ``jax.vmap``, and run on the thread pool XLA gives custom calls (each
-``(batch, limb)`` polynomial is one unit of work). The library picks AVX-512, AVX2 or portable code when it
-loads (``isa()``).
+``(batch, limb)`` polynomial is one unit of work). The library holds the kernels for every instruction set of its
+target architecture (x86-64: AVX-512, AVX2, scalar; aarch64: NEON, scalar; elsewhere scalar) and picks the best one
+this CPU runs at its first call, never before (``isa()``, ``built_isas()``); ``HEMX_NATIVE_ISA=avx2`` (or
+``set_isa``) chooses a lower one, and a name this CPU cannot run is refused with :class:`ParameterError`.
+``selftest()`` checks every instruction set this CPU runs against exact references, without JAX.
 
 * :func:`available` / :func:`reason`: whether the library is usable here, and why not (``HEMX_NATIVE=0``
   disables it; so does a missing build or a non-CPU default backend).
@@ -48,7 +51,10 @@ from hemx.errors import BackendError, ParameterError, ShapeError
 
 LIB_NAME = "_hemx_native.so"
 ENV = "HEMX_NATIVE"
-ISAS: tuple[str, ...] = ("avx512", "avx2", "scalar")
+#: Environment variable naming the instruction set to run (one of :data:`ISAS`, or "auto", the default).
+ISA_ENV = "HEMX_NATIVE_ISA"
+#: Every instruction-set name a hemx library can have (a given build has those of its architecture: built_isas()).
+ISAS: tuple[str, ...] = ("avx512", "avx2", "neon", "scalar")
 _TARGETS = {
     "hemx_ntt_forward": "HemxNttForward",
     "hemx_ntt_inverse": "HemxNttInverse",
@@ -65,6 +71,7 @@ _OPTIONAL_TARGETS = {
     "hemx_divide": "HemxDivide",
 }
 _registered: set = set()
+_env_errors: dict = {}  # library path -> the ParameterError HEMX_NATIVE_ISA caused (raised by every reason())
 _lock = threading.Lock()
 _state: dict = {}
 
@@ -94,6 +101,12 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
                 lib.hemx_native_set_isa.argtypes = [ctypes.c_char_p]
                 lib.hemx_native_set_isa.restype = ctypes.c_int
                 lib.hemx_native_set_max_threads.argtypes = [ctypes.c_int]
+                for name in ("hemx_native_built_isas",):
+                    if hasattr(lib, name):
+                        getattr(lib, name).restype = ctypes.c_char_p
+                if hasattr(lib, "hemx_native_selftest"):
+                    lib.hemx_native_selftest.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+                    lib.hemx_native_selftest.restype = ctypes.c_int
                 if hasattr(lib, "hemx_native_set_inline_residues"):
                     lib.hemx_native_set_inline_residues.argtypes = [ctypes.c_longlong]
                 for target, symbol in _TARGETS.items():
@@ -102,7 +115,11 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
                     if hasattr(lib, symbol):
                         jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
                         _registered.add((path, target))
+                _apply_isa_env(lib)
                 result = (lib, "")
+            except ParameterError as exc:  # HEMX_NATIVE_ISA names an instruction set this CPU or build lacks
+                result = (None, str(exc))
+                _env_errors[path] = exc
             except (OSError, AttributeError, RuntimeError, ValueError) as exc:
                 result = (None, f"native library {path} failed to load: {type(exc).__name__}: {exc}")
         _state[path] = result
@@ -131,6 +148,8 @@ def reason() -> str:
     if _disabled_by_env():
         return f"disabled by {ENV}={os.environ.get(ENV)}"
     lib, why = _load()
+    if library_path() in _env_errors:  # an explicit, impossible request: refused loudly, not a silent JAX fallback
+        raise _env_errors[library_path()]
     if lib is None:
         return why
     if jax.default_backend() != "cpu":
@@ -161,17 +180,81 @@ def isa() -> str:
     return _lib().hemx_native_isa().decode()
 
 
-def set_isa(name: str) -> str:
-    """Force the instruction set ("avx512", "avx2", "scalar" or "auto"); returns the one now active.
+def _built(lib) -> tuple[str, ...]:
+    if hasattr(lib, "hemx_native_built_isas"):
+        return tuple(lib.hemx_native_built_isas().decode().split(","))
+    return ("avx512", "avx2", "scalar")  # a library built before the per-architecture builds
 
-    For tests and benchmarks: every path is bit-identical. Raises ParameterError for one this CPU lacks.
-    """
+
+def _set_isa(lib, name: str) -> None:
     if name not in ISAS + ("auto",):
         raise ParameterError(f"unknown instruction set {name!r}; choose one of {ISAS + ('auto',)}")
+    rc = lib.hemx_native_set_isa(name.encode())
+    if rc == 0:
+        return
+    if name not in _built(lib):
+        raise ParameterError(f"this native library has no {name} kernels (built for: {', '.join(_built(lib))})")
+    raise ParameterError(f"this CPU cannot run the {name} kernels; it runs: {', '.join(_runnable(lib))} "
+                         f"(set {ISA_ENV} to one of them, or leave it unset for the best)")
+
+
+def _runnable(lib) -> list[str]:
+    cur = lib.hemx_native_isa().decode()
+    out = []
+    for name in _built(lib):
+        if lib.hemx_native_set_isa(name.encode()) == 0:
+            out.append(name)
+    lib.hemx_native_set_isa(cur.encode())
+    return out
+
+
+def _apply_isa_env(lib) -> None:
+    """Apply ``HEMX_NATIVE_ISA`` when the library loads (ParameterError for a name it cannot run)."""
+    name = os.environ.get(ISA_ENV, "").strip().lower()
+    if name and name != "auto":
+        try:
+            _set_isa(lib, name)
+        except ParameterError as exc:
+            raise ParameterError(f"{ISA_ENV}={name}: {exc}") from None
+
+
+def built_isas() -> tuple[str, ...]:
+    """The instruction sets compiled into the loaded library, best first (e.g. ("avx512", "avx2", "scalar"))."""
+    return _built(_lib())
+
+
+def runnable_isas() -> list[str]:
+    """The instruction sets of :func:`built_isas` this CPU runs, best first."""
+    return _runnable(_lib())
+
+
+def set_isa(name: str) -> str:
+    """Force the instruction set ("avx512", "avx2", "neon", "scalar" or "auto"); returns the one now active.
+
+    For tests and benchmarks: every path is bit-identical. Raises ParameterError for a name this library was not
+    built with or this CPU cannot run (nothing changes then). ``HEMX_NATIVE_ISA`` does the same when the library
+    loads.
+    """
     lib = _lib()
-    if lib.hemx_native_set_isa(name.encode()) != 0:
-        raise ParameterError(f"this CPU cannot run the {name} kernels")
+    _set_isa(lib, name)
     return isa()
+
+
+def selftest() -> str:
+    """Run the library's own self-test (no JAX involved): every instruction set this CPU runs, against exact
+    references and the scalar build (NTT at three modulus ranges and n up to 8192, Shoup product, basis conversion,
+    inner product, gather). Returns its report line; raises BackendError when a check fails."""
+    lib = _load()[0]
+    if lib is None:
+        raise BackendError(f"hemx native kernels unavailable: {reason()}")
+    if not hasattr(lib, "hemx_native_selftest"):
+        raise BackendError("this native library predates the self-test: rebuild it (pip install --no-deps -e .)")
+    buf = ctypes.create_string_buffer(512)
+    rc = lib.hemx_native_selftest(buf, len(buf))
+    line = buf.value.decode()
+    if rc <= 0:
+        raise BackendError(f"native self-test failed: {line}")
+    return line
 
 
 def set_max_threads(count: int) -> None:
@@ -217,7 +300,7 @@ def describe() -> str:
     why = reason()
     if why:
         return f"off ({why}); the JAX kernels are used"
-    return f"on ({isa()}, build {build_id()}, {library_path()})"
+    return f"on ({isa()} of {', '.join(built_isas())}; build {build_id()}, {library_path()})"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -277,10 +360,19 @@ def _rows(bt, plan):
     return jnp.asarray(bt.rows).astype(jnp.int32)
 
 
+def _nonempty(what: str, *arrays) -> None:
+    """Refuse zero-size data with ShapeError: the kernels reject an empty axis (a degenerate call is a caller's bug),
+    and XLA may drop a call whose result is empty instead, so the refusal is made here, the same either way."""
+    for a in arrays:
+        if 0 in tuple(a.shape):
+            raise ShapeError(f"{what} has an empty axis: shape {tuple(a.shape)}")
+
+
 def _to_limb_major(x, plan, limb_axis: int):
     from hemx.kernels import ntt as ntt_kernels  # noqa: PLC0415 - the plan's own validation
 
     ntt_kernels._layout(x, plan, limb_axis)  # raises ShapeError on bad data
+    _nonempty("NTT data", x)
     ax = limb_axis % x.ndim
     return (x if ax == x.ndim - 2 else jnp.moveaxis(x, ax, -2)), ax
 
@@ -316,6 +408,7 @@ def mul_shoup(x, w, q):
     if x.dtype != jnp.uint32 or x.ndim < 2 or tuple(w.value.shape) != tuple(x.shape[-2:]):
         raise ShapeError(f"mul_shoup needs uint32 data (..., L, N) matching the operand {tuple(w.value.shape)}; "
                          f"got {x.dtype} {tuple(x.shape)}")
+    _nonempty("mul_shoup data", x)
     return _mul(x, jnp.asarray(q).reshape(-1).astype(jnp.uint32), w.value, w.shoup)
 
 
@@ -325,6 +418,7 @@ def butterfly_probe(x, q, tw, *, reps: int):
     _lib()
     if x.dtype != jnp.uint32 or x.ndim != 2:
         raise ShapeError(f"probe data must be uint32 (K, n), got {x.dtype} {tuple(x.shape)}")
+    _nonempty("probe data", x)
     return jax.ffi.ffi_call("hemx_butterfly_probe", jax.ShapeDtypeStruct(x.shape, x.dtype))(
         x, q, tw, reps=np.int64(reps))
 
@@ -363,6 +457,7 @@ def automorphism(x, index_map):
                          f"{tuple(x.shape)} and {tuple(index_map.shape)}")
     if not jnp.issubdtype(index_map.dtype, jnp.integer):
         raise ShapeError(f"the index map must hold integers, got {index_map.dtype}")
+    _nonempty("automorphism data", x)
     if not isinstance(index_map, jax.core.Tracer):  # a concrete map is checked here; a traced one by the kernel
         m = np.asarray(index_map)
         if m.size and (m.min() < 0 or m.max() >= m.shape[0]):
@@ -383,6 +478,7 @@ def inner_product(a, b, q):
     if b.shape[0] != d or tuple(b.shape[2:]) != (m, n) or q.shape != (m,):
         raise ShapeError(f"inner product shapes do not match: a {tuple(a.shape)}, b {tuple(b.shape)}, "
                          f"q {tuple(q.shape)}")
+    _nonempty("inner product operand", a, b)
     return _inner_product(a, b, q.astype(jnp.uint32))
 
 
@@ -394,6 +490,7 @@ def bconv(x, plan):
     nl, nlp = plan.src.q.shape[0], plan.dst.q.shape[0]
     if x.dtype != jnp.uint32 or x.ndim < 2 or x.shape[-2] != nl:
         raise ShapeError(f"basis conversion input must be uint32 (..., {nl}, N); got {x.dtype} {tuple(x.shape)}")
+    _nonempty("basis conversion input", x)
     u32 = lambda a, shape: jnp.asarray(a).reshape(shape).astype(jnp.uint32)  # noqa: E731
     return _bconv_calls[bool(plan.centered)](
         x, u32(plan.src.q, (nl,)), u32(plan.qhat_inv.value, (nl,)), u32(plan.dst.q, (nlp,)),
@@ -445,6 +542,7 @@ def modup(x_ntt, plan, conv_plans, *, digits, num_p: int):
     if x_ntt.dtype != jnp.uint32 or x_ntt.ndim < 2 or x_ntt.shape[-1] != plan.n or plan.num_limbs < m:
         raise ShapeError(f"ModUp input must be uint32 (..., num_q, {plan.n}) with num_p + num_q <= {plan.num_limbs}; "
                          f"got {x_ntt.dtype} {tuple(x_ntt.shape)}")
+    _nonempty("ModUp input", x_ntt)
     if len(conv_plans) != len(digits) or not digits or digits[0][0] != 0 or digits[-1][1] != num_q or any(
             a[1] != b[0] for a, b in zip(digits, digits[1:])) or any(lo >= hi for lo, hi in digits):
         raise ShapeError(f"ModUp digits {digits} must be contiguous ranges covering [0, {num_q}), one plan each")
@@ -476,6 +574,7 @@ def divide_by_dropped(x, keep_plan, drop_plan, conv_plan, inv, *, keep_rows, dro
     if x.dtype != jnp.uint32 or x.ndim < 2 or not k or not d:
         raise ShapeError(f"division input must be uint32 (..., M, N) with rows to keep and drop; got {x.dtype} "
                          f"{tuple(x.shape)}")
+    _nonempty("division input", x)
     if not all(0 <= i < x.shape[-2] for i in keep_rows + drop_rows):
         raise ShapeError(f"row indices out of range for data {tuple(x.shape)}")
     if keep_plan.num_limbs != k or drop_plan.num_limbs != d or conv_plan.src.q.shape[0] != d or (
@@ -499,6 +598,7 @@ def on_cpu(native_fn, jax_fn, *args):
     return jax.lax.platform_dependent(*args, cpu=native_fn, default=jax_fn)
 
 
-__all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "set_max_threads", "set_inline_residues",
+__all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "built_isas", "runnable_isas", "selftest",
+           "ISA_ENV", "set_max_threads", "set_inline_residues",
            "build_id", "library_path", "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv",
            "modup", "divide_by_dropped", "has_fused_keyswitch", "on_cpu", "ISAS"]
