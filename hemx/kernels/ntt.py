@@ -35,6 +35,8 @@ import functools
 from typing import NamedTuple, Sequence
 
 import jax
+import jax.extend.core as jex_core
+from jax.interpreters import batching, mlir
 import jax.numpy as jnp
 import numpy as np
 
@@ -563,15 +565,74 @@ def _butterfly_of_native(x, plan: NTTPlan, *, inverse: bool, lay: _Layout):
     return _butterfly_inverse(x, plan, lay) if inverse else _butterfly_forward(x, plan, lay)
 
 
-def _native_or_butterfly(x, plan: NTTPlan, lay: _Layout, limb_axis: int, *, inverse: bool):
-    """A native plan's transform: the C++ kernel where the program is lowered for CPU and the library is available,
-    the JAX butterfly on the same tables everywhere else (``hemx.kernels.native.on_cpu``: an export for cuda / tpu
-    holds no custom call). Bit-identical (both exact)."""
+# A native plan's transform is one primitive whose lowering depends on the platform the program is lowered for:
+# the C++ kernel (the custom call of hemx.kernels.native) on CPU, the JAX butterfly on the same tables everywhere
+# else (jax.export for cuda / tpu holds no custom call). Unlike jax.lax.platform_dependent, which traces every
+# branch, only the lowering for the platform at hand is ever traced: a CPU program does not unroll the butterfly
+# it will not run (a boot_12 bootstrap traced in 7.5 s with platform_dependent, see docs/kernels.md).
+_native_ntt_p = jex_core.Primitive("hemx_native_ntt")
+
+
+def _native_cpu_lowered(x, plan, *, inverse: bool, limb_axis: int):
     from hemx.kernels import native  # noqa: PLC0415 - optional library, loaded once
 
-    kernel = native.intt if inverse else native.ntt
-    return native.on_cpu(lambda v, pl: kernel(v, pl, limb_axis),
-                         lambda v, pl: _butterfly_of_native(v, pl, inverse=inverse, lay=lay), x, plan)
+    if native.available():
+        return (native.intt if inverse else native.ntt)(x, plan, limb_axis)
+    return _butterfly_of_native(x, plan, inverse=inverse, lay=_layout(x, plan, limb_axis))
+
+
+def _native_default_lowered(x, plan, *, inverse: bool, limb_axis: int):
+    return _butterfly_of_native(x, plan, inverse=inverse, lay=_layout(x, plan, limb_axis))
+
+
+def _native_ntt_rule(fn):
+    def rule(ctx, x, *leaves, treedef, inverse, limb_axis):
+        def body(x, *leaves):
+            return fn(x, jax.tree_util.tree_unflatten(treedef, leaves), inverse=inverse, limb_axis=limb_axis)
+
+        return mlir.lower_fun(body, multiple_results=False)(ctx, x, *leaves)
+
+    return rule
+
+
+@functools.lru_cache(maxsize=None)
+def _native_ntt_jitted(treedef, inverse: bool, limb_axis: int):
+    return jax.jit(lambda x, *leaves: _native_ntt_p.bind(x, *leaves, treedef=treedef, inverse=inverse,
+                                                         limb_axis=limb_axis))
+
+
+def _native_ntt_batch(args, dims, *, treedef, inverse, limb_axis):
+    """vmap: a batched ``x`` with shared tables is one bigger transform (leading axes are batch axes; ``limb_axis``
+    is negative, so a new leading axis keeps its meaning); batched tables map the transform over the batch."""
+    x, leaves = args[0], args[1:]
+    if all(d is None for d in dims[1:]):
+        return _native_ntt_p.bind(jnp.moveaxis(x, dims[0], 0), *leaves, treedef=treedef, inverse=inverse,
+                                  limb_axis=limb_axis), 0
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    moved = [jnp.moveaxis(a, d, 0) if d is not None else jnp.broadcast_to(a, (size,) + a.shape)
+             for a, d in zip(args, dims)]
+    return jax.lax.map(lambda t: _native_ntt_p.bind(*t, treedef=treedef, inverse=inverse, limb_axis=limb_axis),
+                       tuple(moved)), 0
+
+
+_native_ntt_p.def_abstract_eval(lambda x, *leaves, **params: jax.core.ShapedArray(x.shape, x.dtype))
+_native_ntt_p.def_impl(lambda *args, **params: _native_ntt_jitted(**params)(*args))
+mlir.register_lowering(_native_ntt_p, _native_ntt_rule(_native_cpu_lowered), platform="cpu")
+mlir.register_lowering(_native_ntt_p, _native_ntt_rule(_native_default_lowered))
+batching.primitive_batchers[_native_ntt_p] = _native_ntt_batch
+
+
+def _native_or_butterfly(x, plan: NTTPlan, lay: _Layout, limb_axis: int, *, inverse: bool):
+    """A native plan's transform: the C++ kernel where the program is lowered for CPU and the library is available,
+    the JAX butterfly on the same tables everywhere else (an export for cuda / tpu holds no custom call).
+    Bit-identical (both exact). Where the library is unavailable here (not built, ``HEMX_NATIVE=0``, inside
+    ``hemx.kernels.native.disabled()``) only the JAX butterfly is traced."""
+    from hemx.kernels import native  # noqa: PLC0415 - optional library, loaded once
+
+    if not native.available():
+        return _butterfly_of_native(x, plan, inverse=inverse, lay=lay)
+    leaves, treedef = jax.tree_util.tree_flatten(plan)
+    return _native_ntt_p.bind(x, *leaves, treedef=treedef, inverse=inverse, limb_axis=limb_axis % x.ndim - x.ndim)
 
 
 def ntt(x, plan: NTTPlan, limb_axis: int = -2):
