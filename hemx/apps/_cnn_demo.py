@@ -17,7 +17,10 @@ from hemx.apps._cnn_params import recommended_parameters
 from hemx.ckks import CKKSParameters, Context, Plaintext, Sampler
 from hemx.errors import ParameterError
 
-DEFAULT_NTT = "mat3"  # CROSS's 3-step NTT: its kernels compile several times faster on CPU than "butterfly"
+# None: the context's own default, the fastest exact NTT the machine has (hemx.kernels.ntt.default_method: the native
+# C++ NTT on CPU where built). Until issue 27 this was "mat3" "because it compiles faster"; with the native NTT the
+# CNN demo's steady batch is several times faster and compiles no slower (docs/results/workloads-cpu.md).
+DEFAULT_NTT: str | None = None
 StageProgress = Callable[[str, int, int], None]
 STAGES = ("model", "keygen", "encrypt", "encode", "infer", "decrypt")
 
@@ -74,7 +77,7 @@ def run_demo(
     *,
     params: CKKSParameters | None = None,
     model: CNNModel | None = None,
-    ntt: str = DEFAULT_NTT,
+    ntt: str | None = DEFAULT_NTT,
     ciphertexts_per_batch: int | None = None,
     progress: StageProgress | None = None,
     layer_progress: Progress | None = None,

@@ -496,7 +496,7 @@ def run(
     nesterov: bool = True,
     data: Dataset | None = None,
     params: CKKSParameters | None = None,
-    ntt: str = "mat3",
+    ntt: str | None = None,
     sampler: Sampler | None = None,
     progress: Progress | None = None,
 ) -> LogRegReport:
@@ -505,8 +505,7 @@ def run(
     Args:
         data: a :class:`Dataset` (default ``load_data()``: 455 training, 114 test samples, 31 columns).
         params: CKKS parameters (default ``spec.recommended_parameters()``, 128-bit).
-        ntt: the context's NTT method; "mat3" compiles several times faster than "butterfly" on CPUs, and
-            every level has its own kernel shapes, so compilation is a large part of a first run.
+        ntt: the context's NTT method (default: the context's own, the fastest exact one this machine has).
         sampler: randomness (default the OS CSPRNG).
         progress: ``progress(stage, done, total)`` with stages "keygen", "encrypt", "train" (per iteration),
             "predict", "decrypt".

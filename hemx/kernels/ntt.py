@@ -61,6 +61,31 @@ METHODS: tuple[str, ...] = ("butterfly", "four_step", "mat3", "multilevel")
 NATIVE_METHOD = "native"
 ALL_METHODS: tuple[str, ...] = METHODS + (NATIVE_METHOD,)
 
+#: (method, reduction) per backend when nothing is forced and nothing is measured (the planner's round one starts
+#: here too): the matrix-engine NTT on GPU / TPU (int8 dots on tensor cores / the MXU; Montgomery on TPU, which has
+#: no fast 32-bit high product), the butterfly on CPU -- where the native C++ NTT, when built, comes first
+#: (:func:`default_method`).
+STATIC_DEFAULTS: dict[str, tuple[str, str]] = {
+    "cpu": ("butterfly", "shoup"),
+    "gpu": ("mat3", "shoup"),
+    "tpu": ("mat3", "montgomery"),
+}
+FALLBACK_DEFAULT = ("butterfly", "shoup")
+
+
+def default_method(backend: str | None = None) -> tuple[str, str]:
+    """The fastest exact (method, reduction) on ``backend`` (default: JAX's default backend) without measuring:
+    the native C++ NTT on CPU where its library is available (8x the JAX butterfly at (30, 2^16), and a first call
+    5-9x quicker: docs/results/native-cpu.md, docs/plan.md), else :data:`STATIC_DEFAULTS`. The one rule every entry
+    point without an explicit ``ntt=`` follows (``RNSRing``, ``Context`` with planning off, the demos)."""
+    backend = backend or jax.default_backend()
+    if backend == "cpu":
+        from hemx.kernels import native  # noqa: PLC0415 - optional library, loaded once
+
+        if native.available():
+            return NATIVE_METHOD, "shoup"
+    return STATIC_DEFAULTS.get(backend, FALLBACK_DEFAULT)
+
 
 # ----------------------------------------------------------------------------------------------------------
 # host-side helpers

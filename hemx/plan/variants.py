@@ -42,12 +42,8 @@ MATRIX_METHODS = ("four_step", "mat3", "multilevel")
 #:   which multiply 32-bit words with a native high product, Montgomery on TPUs (CROSS's choice: no fast
 #:   64-bit products there). ``four_step`` (TensorFHE) and ``multilevel`` (WarpDrive) are the other matrix
 #:   variants; the planner compares them all where it can time.
-STATIC_DEFAULTS: dict[str, tuple[str, str]] = {
-    "cpu": ("butterfly", "shoup"),
-    "gpu": ("mat3", "shoup"),
-    "tpu": ("mat3", "montgomery"),
-}
-FALLBACK_DEFAULT = ("butterfly", "shoup")
+STATIC_DEFAULTS = ntt_kernels.STATIC_DEFAULTS  # (the rule lives with the kernels: RNSRing uses it too)
+FALLBACK_DEFAULT = ntt_kernels.FALLBACK_DEFAULT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,9 +138,7 @@ def static_default(backend: str) -> tuple[str, str]:
     (docs/results/native-cpu.md), and a first call 5-9x quicker because the custom call replaces the unrolled
     butterfly's HLO (docs/plan.md). On other backends the custom call does not exist.
     """
-    if backend == "cpu" and native_available():
-        return NATIVE_METHOD, "shoup"
-    return STATIC_DEFAULTS.get(backend, FALLBACK_DEFAULT)
+    return ntt_kernels.default_method(backend)
 
 
 def default_split(method: str, n: int) -> tuple[int, ...]:

@@ -54,8 +54,11 @@ class RNSRing:
         n: ring degree N, a power of two.
         moduli: L distinct primes ``q = 1 mod 2N`` below 2^31 (``hemx.nt.ntt_primes`` finds them).
         ntt: "butterfly", "four_step", "mat3", "multilevel", or "native" (the butterfly in C++ through XLA's
-            FFI, CPU only; BackendError when ``hemx.kernels.native.available()`` is False).
-        reduction: "shoup", "montgomery" or "barrett" for products by known constants (twiddles).
+            FFI, CPU only; BackendError when ``hemx.kernels.native.available()`` is False). Default (None): the
+            fastest exact method of the default backend without measuring, the rule every entry point follows
+            (:func:`hemx.kernels.ntt.default_method`: native on CPU where built, the matrix-engine NTT on GPU/TPU).
+        reduction: "shoup", "montgomery" or "barrett" for products by known constants (twiddles); default (None):
+            the one :func:`~hemx.kernels.ntt.default_method` pairs with the default method, else "shoup".
         bp: BAT chunk width for the matrix methods (2..8).
         split: ``(R, C)`` for mat3 / four_step, or the radix list for multilevel; default chosen per N.
         max_radix: largest radix of the multilevel method when ``split`` is not given.
@@ -68,13 +71,17 @@ class RNSRing:
         self,
         n: int,
         moduli: Sequence[int],
-        ntt: str = "butterfly",
+        ntt: str | None = None,
         *,
-        reduction: str = "shoup",
+        reduction: str | None = None,
         bp: int = bat.DEFAULT_BP,
         split: Sequence[int] | None = None,
         max_radix: int = 16,
     ):
+        if ntt is None:
+            ntt, default_reduction = ntt_kernels.default_method()
+            reduction = reduction or default_reduction
+        reduction = reduction or "shoup"
         self.plan = ntt_kernels.make_plan(
             n, moduli, ntt, reduction=reduction, bp=bp, split=split, max_radix=max_radix
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -385,3 +386,18 @@ def test_poly_mul_n65536():
         fan = np.asarray(fa)
         for (l, p), v in spectrum.items():
             assert int(fan[l, p]) == v, (method, l, p)
+
+
+def test_default_ntt_is_the_one_rule_of_every_entry_point():
+    """Issue 27: ``RNSRing(n, moduli)`` without ``ntt=`` takes the fastest exact method of the backend (the native
+    NTT on CPU where built), the same rule as the planner's static default and the demos; results are the same."""
+    from hemx.kernels import ntt as ntt_kernels  # noqa: PLC0415
+    from hemx.plan import variants  # noqa: PLC0415
+
+    n = 64
+    qs = nt.ntt_primes(30, 2, n)
+    r = RNSRing(n, qs)
+    assert (r.ntt_method, r.reduction) == ntt_kernels.default_method() == variants.static_default(jax.default_backend())
+    rng = np.random.default_rng(3)
+    x = np.stack([rng.integers(0, q, n) for q in qs]).astype(np.uint32)
+    assert np.array_equal(np.asarray(r.ntt(x)), np.asarray(RNSRing(n, qs, "butterfly").ntt(x)))
