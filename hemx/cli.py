@@ -184,13 +184,14 @@ def _cmd_bench_ops(args) -> int:
     peers = _peer_list(args)
     threads = limit_threads(args.threads) if peers else None
     results = ob.bench_ops(sets, batch=args.batch, repeats=args.repeats, peers=peers, threads=args.threads,
-                           ntt=args.ntt, console=console, dispatch=args.dispatch, jax_kernels=args.jax_kernels)
+                           ntt=args.ntt, console=console, dispatch=args.dispatch, jax_kernels=args.jax_kernels,
+                           isa=args.isa)
     ob.print_ops_report(results, console, batch=args.batch)
     if args.compile:  # first call vs steady, cold and warm persistent compilation cache (fresh processes)
         compiled = ob.bench_compile(sets, repeats=args.repeats, console=console)
         ob.print_compile_report(compiled, console)
         results += compiled
-    meta = {"argv": sys.argv[1:], "sets": sets, "peers": peers, "threads": threads}
+    meta = {"argv": sys.argv[1:], "sets": sets, "peers": peers, "threads": threads, "isa": args.isa}
     _save_and_plot(console, results, "ops", args, meta, ob.plot_ops)
     return 0
 
@@ -320,6 +321,20 @@ def _cmd_bench_keyswitch(args) -> int:
     return 0
 
 
+def _cmd_bench_gpu(args) -> int:
+    from hemx.bench import gpu
+
+    if args.render:
+        if args.outdir:
+            raise HemxError("give either OUTDIR (run the check) or --render JSON (write the docs page), not both")
+        print(f"wrote {gpu.write_docs(args.render, args.docs)}")
+        return 0
+    if not args.outdir:
+        raise HemxError("missing OUTDIR: hemx bench gpu OUTDIR [--quick] [--budget SECONDS]")
+    code, _ = gpu.run_check(args.outdir, quick=args.quick, budget_s=args.budget, console=_console())
+    return code
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hemx", description="CKKS homomorphic encryption on matrix engines")
     sub = p.add_subparsers(dest="command", required=True)
@@ -389,6 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "calling thread, as the peers' do) or async (JAX's own default); recorded per row")
     o.add_argument("--jax-kernels", action="store_true",
                    help="also time hemx with its pure-JAX kernels (HEMX_NATIVE=0, a fresh process per set)")
+    o.add_argument("--isa", default=None, choices=("auto", "avx512", "avx2", "neon", "scalar"),
+                   help="native kernels' instruction set for the run (default: HEMX_NATIVE_ISA, else the best this "
+                        "CPU runs); recorded per row. The plan cache's key does not name the ISA: give each ISA its "
+                        "own HEMX_CACHE_DIR, or plans timed here are reused by default-ISA runs")
     o.add_argument("--out", default="bench-results")
     o.set_defaults(func=_cmd_bench_ops)
 
@@ -455,6 +474,18 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--ntt", default=None, choices=NTT_CHOICES, help="force an NTT method (default: the planner's)")
     w.add_argument("--out", default="bench-results")
     w.set_defaults(func=_cmd_bench_keyswitch)
+
+    g = bsub.add_parser("gpu", help="one-shot accelerator check: exactness vs CPU first, NTT / ops / bootstrap "
+                        "figures beside the published ones, planner wisdom; exit 0 only if exact")
+    g.add_argument("outdir", nargs="?", default="", help="directory for gpu-check.json, gpu-check.md and wisdom/")
+    g.add_argument("--quick", action="store_true", help="small sizes on the CPU (N = 2^10..2^12, set A, no "
+                   "bootstrap), for CI")
+    g.add_argument("--budget", type=float, default=None,
+                   help="seconds for the whole check (default 420; quick: 100); stages past it are skipped")
+    g.add_argument("--render", default="", metavar="JSON",
+                   help="instead of a run: write docs/results/gpu-<device>.md from a run's JSON (or its directory)")
+    g.add_argument("--docs", default=os.path.join("docs", "results"), help="where --render writes")
+    g.set_defaults(func=_cmd_bench_gpu)
 
     from hemx.bench import polymul as bench_polymul
 

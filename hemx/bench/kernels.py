@@ -100,7 +100,7 @@ def _random_residues(rng: np.random.Generator, shape: tuple[int, ...], moduli: S
 
 
 def bench_ntt(
-    sets: Iterable[str] = ("A", "B", "C", "D"),
+    sets: Iterable[str | KernelSet] = ("A", "B", "C", "D"),
     methods: Iterable[str] = ntt_kernels.METHODS,
     batches: Iterable[int] = DEFAULT_BATCHES,
     *,
@@ -109,36 +109,47 @@ def bench_ntt(
     max_elements: int = DEFAULT_MAX_ELEMENTS,
     console: Console | None = None,
     seed: int = 0,
+    stop: Callable[[], str | None] | None = None,
+    plans: dict | None = None,
 ) -> list[BenchResult]:
-    """Forward-NTT throughput for each (set, method, batch)."""
+    """Forward-NTT throughput for each (set, method, batch).
+
+    ``sets``: CROSS set names or :class:`KernelSet` values. ``stop``: asked before each configuration; a reason
+    (string) skips it with that reason recorded (a time budget, e.g. ``hemx bench gpu``). ``plans``: a dict that
+    keeps the device-resident NTT plans between calls (keyed by set name and method).
+    """
     console = console or Console()
     rng = np.random.default_rng(seed)
-    configs = [(CROSS_SETS[s.upper()], m, b) for s in sets for m in methods for b in batches]
+    kernel_sets = [s if isinstance(s, KernelSet) else CROSS_SETS[s.upper()] for s in sets]
+    configs = [(ks, m, b) for ks in kernel_sets for m in methods for b in batches]
     results: list[BenchResult] = []
     fn = jax.jit(ntt_kernels.ntt)
-    plans: dict = {}
+    plans = {} if plans is None else plans
+    x, x_key = None, None
     with _progress(console) as prog:
         task = prog.add_task("NTT", total=len(configs))
         for ks, method, batch in configs:
             prog.update(task, description=f"NTT set {ks.name} {method} batch {batch}")
             elems = batch * ks.limbs * ks.n
             params = {"set": ks.name, "n": ks.n, "limbs": ks.limbs, "batch": batch, "reduction": reduction}
-            if elems > max_elements:
-                results.append(BenchResult("ntt", method, params, None, extra={"skipped": "over --max-elements"}))
+            why = "over --max-elements" if elems > max_elements else (stop() if stop is not None else None)
+            if why:
+                results.append(BenchResult("ntt", method, params, None, extra={"skipped": why}))
                 prog.advance(task)
                 continue
-            key = (ks.name, method)
+            key = (ks.name, ks.n, ks.limbs, method, reduction)
             if key not in plans:
                 qs = ntt_primes(28, ks.limbs, ks.n)
                 plans[key] = (qs, jax.device_put(ntt_kernels.make_plan(ks.n, qs, method, reduction=reduction)))
             qs, plan = plans[key]
-            x = _random_residues(rng, (batch, ks.limbs, ks.n), qs)
+            if x_key != (ks, batch):  # one input per (set, batch), shared by the methods that follow
+                x, x_key = None, (ks, batch)
+                x = _random_residues(rng, (batch, ks.limbs, ks.n), qs)
             t = time_call(fn, x, plan, repeats=repeats, min_time_s=0.2)
             ntts = batch * ks.limbs
             params["plan"] = plan.describe()
             results.append(BenchResult("ntt", method, params, t.median_s, t.min_s, ntts / t.median_s, "NTT/s",
                                        {"work": roofline.ntt_work(plan, batch).as_dict()}))
-            del x
             prog.advance(task)
     return results
 

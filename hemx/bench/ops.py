@@ -77,7 +77,7 @@ def _one_pass(x):
 def _hemx_ops(ctx: Context, keys, a, b, prod) -> dict:
     return {
         "add": lambda: ctx.add(a, b).data,
-        "mul": lambda: ctx.mul(a, b, keys).data,
+        "mul": lambda: ctx.mul(a, b, keys, rescale=False).data,
         "rescale": lambda: ctx.rescale(prod).data,
         "mul_rescale": lambda: ctx.mul(a, b, keys, rescale=True).data,
         "rotate": lambda: ctx.rotate(a, 1, keys).data,
@@ -125,6 +125,7 @@ def bench_ops(
     console: Console | None = None,
     dispatch: str = "sync",
     jax_kernels: bool = False,
+    isa: str | None = None,
 ) -> list[BenchResult]:
     """Time the HE operations for each set; returns one result per (library, set, op, batch).
 
@@ -132,10 +133,23 @@ def bench_ops(
     with hemx at batch 1 (``time_interleaved``); ``threads`` is the thread count given to peers that take
     one (the caller pins the process to that many CPUs, see :func:`hemx.bench.timing.limit_threads`).
     ``dispatch``: JAX's CPU dispatch for the timed calls (module docstring). ``jax_kernels``: also hemx with
-    its pure-JAX kernels, batch 1, in a fresh process per run (:func:`bench_jax_kernels`).
+    its pure-JAX kernels, batch 1, in a fresh process per run (:func:`bench_jax_kernels`). ``isa``: the native
+    kernels' instruction set for this run ("avx512", "avx2", "scalar", ...; :func:`hemx.kernels.native.set_isa`,
+    the previous one restored afterwards); ``None`` keeps the current one (``HEMX_NATIVE_ISA`` or the best).
+    The instruction set in effect is recorded per hemx row (``isa``; ``None`` without the native kernels).
+    The plan cache's key names the native build, not the instruction set: an NTT planned here under a forced
+    ``isa`` is reused by later runs under another (use a separate ``HEMX_CACHE_DIR`` per instruction set).
     """
+    dispatch = set_cpu_dispatch(dispatch)  # first: loading the native library below creates the JAX client
+    if isa is not None:
+        previous = native.isa()  # BackendError when the native kernels are unavailable: nothing to force
+        native.set_isa(isa)
+        try:
+            return bench_ops(sets, batch=batch, repeats=repeats, peers=peers, threads=threads, ntt=ntt,
+                             console=console, dispatch=dispatch, jax_kernels=jax_kernels)
+        finally:
+            native.set_isa(previous)
     console = console or Console()
-    dispatch = set_cpu_dispatch(dispatch)
     sets = [s.upper() for s in sets]
     param_sets = {s: params_for(s) for s in sets}
     results: list[BenchResult] = []
@@ -153,7 +167,7 @@ def bench_ops(
             rng = np.random.default_rng(0)
             hemx_row = dict(base, ntt=ctx.plan.describe(), planner=ctx.planned.source, keyswitch=ctx.keyswitch,
                             threads=f"XLA on {_process_cpus()} CPU(s)", dispatch=dispatch,
-                            native=native.available())
+                            native=native.available(), isa=native.isa() if native.available() else None)
             setups = []
             for ad in adapters:
                 prog.update(task, description=f"set {s}: {ad.name} setup")
@@ -164,7 +178,7 @@ def bench_ops(
                 shape = (ctx.slots,) if bsz == 1 else (bsz, ctx.slots)
                 x, y = rng.uniform(-1, 1, shape), rng.uniform(-1, 1, shape)
                 a, b = ctx.encrypt(x, keys), ctx.encrypt(y, keys)
-                prod = ctx.mul(a, b, keys)
+                prod = ctx.mul(a, b, keys, rescale=False)
                 prec = precision_stats(x * y, ctx.decrypt(ctx.rescale(prod), keys))
                 for op, fn in _hemx_ops(ctx, keys, a, b, prod).items():
                     peer_fns = {ad.name: setup.ops.get(op) for ad, setup in setups if setup is not None}

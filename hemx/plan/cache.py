@@ -85,10 +85,12 @@ def _environment() -> tuple:
 
 def environment_key() -> dict[str, Any]:
     """Backend, device kind, host and library versions, and the native library's build (a hash of the file,
-    "none" when it is unavailable or disabled): the machine half of every cache key."""
+    "none" when it is unavailable or disabled) with the instruction set it runs (a plan timed with the kernels
+    forced to ``scalar`` must not serve ``avx512`` runs): the machine half of every cache key."""
     from hemx.kernels import native  # noqa: PLC0415 - optional library, loaded once
 
-    return dict(_environment(), native=native.build_id())
+    build = native.build_id()
+    return dict(_environment(), native=build if build == "none" else f"{build}/{native.isa()}")
 
 
 def entry_key(shape: dict[str, Any], env: dict[str, Any] | None = None) -> str:

@@ -30,3 +30,18 @@ def test_other_batches_add_rows_with_the_figures_filled_in():
     assert all(r.throughput > r.params["batch"] / r.median_s * 0.999 for r in results)
     mul_rescale = [r for r in results if r.params["op"] == "mul_rescale"]
     assert all(r.extra["precision_min_bits"] >= bound("set_a/ks_mul") for r in mul_rescale)  # the bench's own figure
+
+
+def test_isa_is_forced_for_the_run_recorded_per_row_and_restored():
+    """``isa=``: the native kernels run that instruction set for the run, each hemx row says which, and the
+    previous one is active again afterwards (hemx bench ops --isa)."""
+    import pytest
+
+    from hemx.kernels import native
+
+    if not native.available():
+        pytest.skip(f"native kernels unavailable: {native.reason()}")
+    before = native.isa()
+    results = bench_ops(["A"], batch=1, repeats=1, isa="scalar", console=Console(file=io.StringIO()))
+    assert {r.params["isa"] for r in results if r.name == "hemx"} == {"scalar"}
+    assert native.isa() == before

@@ -419,3 +419,25 @@ def _cost(run):
     before = run.t
     run()
     return run.t - before
+
+
+def test_cache_key_names_the_native_instruction_set(monkeypatch):
+    """A plan timed with the native kernels forced to a lower instruction set is not served to runs on another one
+    (issue 25: a P16 plan timed under ``scalar`` chose the JAX butterfly and was reused by avx512 runs)."""
+    from hemx.kernels import native  # noqa: PLC0415
+    from tests.helpers.native import REQUIRE_ENV  # noqa: PLC0415
+
+    monkeypatch.delenv("HEMX_NATIVE", raising=False)  # the suite may run with the library off elsewhere
+    if not native.available():
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 but the native library is unavailable: {native.reason()}")
+        pytest.skip(f"native library unavailable: {native.reason()}")
+    keys = {}
+    try:
+        for name in native.runnable_isas():
+            native.set_isa(name)
+            keys[name] = cache.environment_key()["native"]
+    finally:
+        native.set_isa("auto")
+    assert len(set(keys.values())) == len(keys) >= 2, keys
+    assert all(k.endswith("/" + name) for name, k in keys.items()), keys
