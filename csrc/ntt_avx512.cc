@@ -71,6 +71,7 @@ struct V {
   // 64-bit lanes for the wide basis conversion: products of the even 32-bit lanes, the odd lanes moved down,
   // 64-bit adds, and the 16 low / high words of two vectors of 8 64-bit sums (even lanes, odd lanes)
   static constexpr bool kWide = true;
+  static constexpr bool kGenericTail = false;  // its own in-register tails (below)
   static inline reg mul_even(reg a, reg b) { return _mm512_mul_epu32(a, b); }
   static inline reg odd(reg a) { return _mm512_srli_epi64(a, 32); }
   static inline reg add64(reg a, reg b) { return _mm512_add_epi64(a, b); }

@@ -107,173 +107,8 @@ static inline void inv_bf(R& x, R& y, R w, R ws, R q, R q2) {
 // Must be a power of two; transforms of n <= kBlock run unblocked.
 constexpr size_t kBlock = 4096;
 
-// ---------------------------------------------------------------------------------------------- forward
-// Stages (m, h), (2m, h/2), ... of a segment while h >= hmin (and h >= W), radix 4 where two stages remain.
-// Stage (mloc, h) of the segment uses twiddles w[mloc * base + i]. Returns the next (m, h) through m / h.
-template <int Mode>
-static void forward_sweeps(uint32_t* a, size_t base, uint32_t qs, const uint32_t* w, const uint32_t* ws,
-                           size_t& m, size_t& h, size_t hmin) {
-  constexpr size_t W = V::W;
-  const Consts c(qs);
-  while (h / 2 >= hmin && h / 2 >= W && h >= 2) {  // radix-4: stages (m, h) and (2m, h/2) in one sweep
-    const size_t h2 = h / 2, t1 = m * base, t2 = 2 * m * base;
-    for (size_t i = 0; i < m; ++i) {
-      const R w1 = V::set1(w[t1 + i]), s1 = V::set1(ws[t1 + i]);
-      const R wa = V::set1(w[t2 + 2 * i]), sa = V::set1(ws[t2 + 2 * i]);
-      const R wb = V::set1(w[t2 + 2 * i + 1]), sb = V::set1(ws[t2 + 2 * i + 1]);
-      uint32_t* p = a + 2 * i * h;
-      for (size_t j = 0; j < h2; j += W) {
-        R x0 = V::load(p + j), x1 = V::load(p + j + h2), x2 = V::load(p + j + h), x3 = V::load(p + j + h + h2);
-        fwd_bf<Mode, true>(x0, x2, w1, s1, c);
-        fwd_bf<Mode, true>(x1, x3, w1, s1, c);
-        fwd_bf<Mode, false>(x0, x1, wa, sa, c);
-        fwd_bf<Mode, false>(x2, x3, wb, sb, c);
-        V::store(p + j, x0), V::store(p + j + h2, x1), V::store(p + j + h, x2), V::store(p + j + h + h2, x3);
-      }
-    }
-    m *= 4;
-    h /= 4;
-  }
-  if (h >= hmin && h >= W && h >= 1) {  // one radix-2 stage
-    const size_t t1 = m * base;
-    for (size_t i = 0; i < m; ++i) {
-      const R w1 = V::set1(w[t1 + i]), s1 = V::set1(ws[t1 + i]);
-      uint32_t* p = a + 2 * i * h;
-      for (size_t j = 0; j < h; j += W) {
-        R x = V::load(p + j), y = V::load(p + j + h);
-        fwd_bf<Mode, true>(x, y, w1, s1, c);
-        V::store(p + j, x), V::store(p + j + h, y);
-      }
-    }
-    m *= 2;
-    h /= 2;
-  }
-}
-
-// Every stage of a segment of len residues at twiddle base `base`, then the reduction to [0, q).
-template <int Mode>
-static void forward_segment(uint32_t* a, size_t len, size_t base, uint32_t qs, const uint32_t* w,
-                            const uint32_t* ws) {
-  constexpr size_t W = V::W;
-  size_t m = 1, h = len / 2;
-  forward_sweeps<Mode>(a, base, qs, w, ws, m, h, 1);
-  if (h >= 1) {  // the last stages (h < W) in registers; they also reduce to [0, q)
-    V::template forward_tail<Mode>(a, len, base, qs, w, ws, h);
-  } else {
-    const Consts c(qs);
-    for (size_t j = 0; j < len; j += W) V::store(a + j, fwd_reduce<Mode>(V::load(a + j), c));
-  }
-}
-
-template <int Mode>
-static void forward_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, const uint32_t* ws) {
-  constexpr size_t blk = kBlock;
-  if (n <= blk) {
-    forward_segment<Mode>(a, n, 1, qs, w, ws);
-    return;
-  }
-  // the stages that span more than a block, over the whole array; then each block on its own
-  size_t m = 1, h = n / 2;
-  forward_sweeps<Mode>(a, 1, qs, w, ws, m, h, blk);
-  for (size_t b = 0; b < m; ++b) forward_segment<Mode>(a + b * blk, blk, m + b, qs, w, ws);
-}
-
-// ---------------------------------------------------------------------------------------------- inverse
-// Stages m = m_hi, m_hi / 2, ..., m_lo (h = len / (2m) >= W) of a segment, radix 4 where two remain.
-template <bool Lazy>
-static void inverse_sweeps(uint32_t* a, size_t base, uint32_t qs, const uint32_t* w, const uint32_t* ws,
-                           size_t m, size_t h, size_t m_lo) {
-  constexpr size_t W = V::W;
-  const R q = V::set1(qs), q2 = V::set1(2 * qs);
-  while (m / 2 >= m_lo && m >= 2) {  // radix-4 passes over stages (m, h) and (m/2, 2h)
-    const size_t half = m / 2, t1 = m * base, t2 = half * base;
-    for (size_t i = 0; i < half; ++i) {
-      const R wa = V::set1(w[t1 + 2 * i]), sa = V::set1(ws[t1 + 2 * i]);
-      const R wb = V::set1(w[t1 + 2 * i + 1]), sb = V::set1(ws[t1 + 2 * i + 1]);
-      const R w2 = V::set1(w[t2 + i]), s2 = V::set1(ws[t2 + i]);
-      uint32_t* p = a + 4 * i * h;
-      for (size_t j = 0; j < h; j += W) {
-        R x0 = V::load(p + j), x1 = V::load(p + j + h), x2 = V::load(p + j + 2 * h), x3 = V::load(p + j + 3 * h);
-        inv_bf<Lazy>(x0, x1, wa, sa, q, q2);
-        inv_bf<Lazy>(x2, x3, wb, sb, q, q2);
-        inv_bf<Lazy>(x0, x2, w2, s2, q, q2);
-        inv_bf<Lazy>(x1, x3, w2, s2, q, q2);
-        V::store(p + j, x0), V::store(p + j + h, x1), V::store(p + j + 2 * h, x2), V::store(p + j + 3 * h, x3);
-      }
-    }
-    m /= 4;
-    h *= 4;
-  }
-  if (m >= m_lo && m >= 1) {  // one radix-2 stage
-    const size_t t1 = m * base;
-    for (size_t i = 0; i < m; ++i) {
-      const R w1 = V::set1(w[t1 + i]), s1 = V::set1(ws[t1 + i]);
-      uint32_t* p = a + 2 * i * h;
-      for (size_t j = 0; j < h; j += W) {
-        R x = V::load(p + j), y = V::load(p + j + h);
-        inv_bf<Lazy>(x, y, w1, s1, q, q2);
-        V::store(p + j, x), V::store(p + j + h, y);
-      }
-    }
-  }
-}
-
-// Stages m = len/2 ... m_lo of a segment at twiddle base `base` (the first ones, h < W, in registers).
-template <bool Lazy>
-static void inverse_segment(uint32_t* a, size_t len, size_t base, uint32_t qs, const uint32_t* w,
-                            const uint32_t* ws, size_t m_lo) {
-  size_t h = 1;
-  if (V::W > 1) h = V::template inverse_tail<Lazy>(a, len, base, qs, w, ws);
-  inverse_sweeps<Lazy>(a, base, qs, w, ws, len / (2 * h), h, m_lo);
-}
-
-template <bool Lazy>
-static void inverse_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, const uint32_t* ws,
-                      const uint32_t* scal) {
-  constexpr size_t W = V::W;
-  const R q = V::set1(qs), q2 = V::set1(2 * qs);
-  constexpr size_t blk = kBlock;
-  // the last two stages (m = 2, 1) run as one radix-4 pass with the scaling where each quarter holds a vector
-  const bool last4 = n / 4 >= W;
-  const size_t m_lo = last4 ? 4 : 2;
-  if (n <= blk) {
-    inverse_segment<Lazy>(a, n, 1, qs, w, ws, m_lo);
-  } else {  // each block on its own, then the stages that span more than a block
-    const size_t nb = n / blk;  // with two blocks, their own last stage (global m = 2) joins the final pass
-    for (size_t b = 0; b < nb; ++b) inverse_segment<Lazy>(a + b * blk, blk, nb + b, qs, w, ws, nb == 2 ? 2 : 1);
-    inverse_sweeps<Lazy>(a, 1, qs, w, ws, nb / 2, blk, m_lo);
-  }
-  // last stage: X = (x + y) / N, Y = (x - y) psi^-1 / N, fully reduced
-  const R ni = V::set1(scal[0]), nis = V::set1(scal[1]), wl = V::set1(scal[2]), wls = V::set1(scal[3]);
-  const R off = Lazy ? q2 : q;
-  auto last = [&](R x, R y, R& s, R& d) {
-    s = csub(mul_lazy(V::add(x, y), ni, nis, q), q);
-    d = csub(mul_lazy(V::add(V::sub(x, y), off), wl, wls, q), q);
-  };
-  if (last4) {  // stage m = 2 (twiddles w[2], w[3]) on the quarters, then the last stage
-    const size_t h = n / 4;
-    const R wa = V::set1(w[2]), sa = V::set1(ws[2]), wb = V::set1(w[3]), sb = V::set1(ws[3]);
-    for (size_t j = 0; j < h; j += W) {
-      R x0 = V::load(a + j), x1 = V::load(a + j + h), x2 = V::load(a + j + 2 * h), x3 = V::load(a + j + 3 * h);
-      inv_bf<Lazy>(x0, x1, wa, sa, q, q2);
-      inv_bf<Lazy>(x2, x3, wb, sb, q, q2);
-      R s0, d0, s1, d1;
-      last(x0, x2, s0, d0);
-      last(x1, x3, s1, d1);
-      V::store(a + j, s0), V::store(a + j + h, s1), V::store(a + j + 2 * h, d0), V::store(a + j + 3 * h, d1);
-    }
-  } else {
-    const size_t h = n / 2;
-    for (size_t j = 0; j < h; j += W) {
-      R s, d;
-      last(V::load(a + j), V::load(a + j + h), s, d);
-      V::store(a + j, s), V::store(a + j + h, d);
-    }
-  }
-}
-
 // ------------------------------------------------------------------------------------- generic tails
-// The stages with h < W one lane at a time (the AVX2 build's tails). Forward: stages h, h/2, ..., 1 of a
+// The stages with h < W one lane at a time (the tails of the builds whose traits set kGenericTail: scalar, AVX2, NEON). Forward: stages h, h/2, ..., 1 of a
 // segment, then the reduction to [0, q); inverse: stages h = 1, 2, ... while h < hmax, returns the next h.
 namespace gtail {
 static inline uint32_t csub1(uint32_t x, uint32_t c) { return x >= c ? x - c : x; }
@@ -358,6 +193,187 @@ static size_t inverse(uint32_t* a, size_t len, size_t base, uint32_t q, const ui
   return h;
 }
 }  // namespace gtail
+
+// The stages with h < W: the traits' own tails, or gtail's where the traits set kGenericTail (VV is a template
+// parameter so that the branch not taken is never instantiated).
+template <class VV, int Mode>
+static inline void tail_forward(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w,
+                                const uint32_t* ws, size_t h) {
+  if constexpr (VV::kGenericTail) gtail::forward<Mode>(a, len, base, q, w, ws, h);
+  else VV::template forward_tail<Mode>(a, len, base, q, w, ws, h);
+}
+template <class VV, bool Lazy>
+static inline size_t tail_inverse(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w,
+                                  const uint32_t* ws) {
+  if constexpr (VV::kGenericTail) return gtail::inverse<Lazy>(a, len, base, q, w, ws, VV::W);
+  else return VV::template inverse_tail<Lazy>(a, len, base, q, w, ws);
+}
+
+// ---------------------------------------------------------------------------------------------- forward
+// Stages (m, h), (2m, h/2), ... of a segment while h >= hmin (and h >= W), radix 4 where two stages remain.
+// Stage (mloc, h) of the segment uses twiddles w[mloc * base + i]. Returns the next (m, h) through m / h.
+template <int Mode>
+static void forward_sweeps(uint32_t* a, size_t base, uint32_t qs, const uint32_t* w, const uint32_t* ws,
+                           size_t& m, size_t& h, size_t hmin) {
+  constexpr size_t W = V::W;
+  const Consts c(qs);
+  while (h / 2 >= hmin && h / 2 >= W && h >= 2) {  // radix-4: stages (m, h) and (2m, h/2) in one sweep
+    const size_t h2 = h / 2, t1 = m * base, t2 = 2 * m * base;
+    for (size_t i = 0; i < m; ++i) {
+      const R w1 = V::set1(w[t1 + i]), s1 = V::set1(ws[t1 + i]);
+      const R wa = V::set1(w[t2 + 2 * i]), sa = V::set1(ws[t2 + 2 * i]);
+      const R wb = V::set1(w[t2 + 2 * i + 1]), sb = V::set1(ws[t2 + 2 * i + 1]);
+      uint32_t* p = a + 2 * i * h;
+      for (size_t j = 0; j < h2; j += W) {
+        R x0 = V::load(p + j), x1 = V::load(p + j + h2), x2 = V::load(p + j + h), x3 = V::load(p + j + h + h2);
+        fwd_bf<Mode, true>(x0, x2, w1, s1, c);
+        fwd_bf<Mode, true>(x1, x3, w1, s1, c);
+        fwd_bf<Mode, false>(x0, x1, wa, sa, c);
+        fwd_bf<Mode, false>(x2, x3, wb, sb, c);
+        V::store(p + j, x0), V::store(p + j + h2, x1), V::store(p + j + h, x2), V::store(p + j + h + h2, x3);
+      }
+    }
+    m *= 4;
+    h /= 4;
+  }
+  if (h >= hmin && h >= W && h >= 1) {  // one radix-2 stage
+    const size_t t1 = m * base;
+    for (size_t i = 0; i < m; ++i) {
+      const R w1 = V::set1(w[t1 + i]), s1 = V::set1(ws[t1 + i]);
+      uint32_t* p = a + 2 * i * h;
+      for (size_t j = 0; j < h; j += W) {
+        R x = V::load(p + j), y = V::load(p + j + h);
+        fwd_bf<Mode, true>(x, y, w1, s1, c);
+        V::store(p + j, x), V::store(p + j + h, y);
+      }
+    }
+    m *= 2;
+    h /= 2;
+  }
+}
+
+// Every stage of a segment of len residues at twiddle base `base`, then the reduction to [0, q).
+template <int Mode>
+static void forward_segment(uint32_t* a, size_t len, size_t base, uint32_t qs, const uint32_t* w,
+                            const uint32_t* ws) {
+  constexpr size_t W = V::W;
+  size_t m = 1, h = len / 2;
+  forward_sweeps<Mode>(a, base, qs, w, ws, m, h, 1);
+  if (h >= 1) {  // the last stages (h < W) in registers; they also reduce to [0, q)
+    tail_forward<V, Mode>(a, len, base, qs, w, ws, h);
+  } else {
+    const Consts c(qs);
+    for (size_t j = 0; j < len; j += W) V::store(a + j, fwd_reduce<Mode>(V::load(a + j), c));
+  }
+}
+
+template <int Mode>
+static void forward_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, const uint32_t* ws) {
+  constexpr size_t blk = kBlock;
+  if (n <= blk) {
+    forward_segment<Mode>(a, n, 1, qs, w, ws);
+    return;
+  }
+  // the stages that span more than a block, over the whole array; then each block on its own
+  size_t m = 1, h = n / 2;
+  forward_sweeps<Mode>(a, 1, qs, w, ws, m, h, blk);
+  for (size_t b = 0; b < m; ++b) forward_segment<Mode>(a + b * blk, blk, m + b, qs, w, ws);
+}
+
+// ---------------------------------------------------------------------------------------------- inverse
+// Stages m = m_hi, m_hi / 2, ..., m_lo (h = len / (2m) >= W) of a segment, radix 4 where two remain.
+template <bool Lazy>
+static void inverse_sweeps(uint32_t* a, size_t base, uint32_t qs, const uint32_t* w, const uint32_t* ws,
+                           size_t m, size_t h, size_t m_lo) {
+  constexpr size_t W = V::W;
+  const R q = V::set1(qs), q2 = V::set1(2 * qs);
+  while (m / 2 >= m_lo && m >= 2) {  // radix-4 passes over stages (m, h) and (m/2, 2h)
+    const size_t half = m / 2, t1 = m * base, t2 = half * base;
+    for (size_t i = 0; i < half; ++i) {
+      const R wa = V::set1(w[t1 + 2 * i]), sa = V::set1(ws[t1 + 2 * i]);
+      const R wb = V::set1(w[t1 + 2 * i + 1]), sb = V::set1(ws[t1 + 2 * i + 1]);
+      const R w2 = V::set1(w[t2 + i]), s2 = V::set1(ws[t2 + i]);
+      uint32_t* p = a + 4 * i * h;
+      for (size_t j = 0; j < h; j += W) {
+        R x0 = V::load(p + j), x1 = V::load(p + j + h), x2 = V::load(p + j + 2 * h), x3 = V::load(p + j + 3 * h);
+        inv_bf<Lazy>(x0, x1, wa, sa, q, q2);
+        inv_bf<Lazy>(x2, x3, wb, sb, q, q2);
+        inv_bf<Lazy>(x0, x2, w2, s2, q, q2);
+        inv_bf<Lazy>(x1, x3, w2, s2, q, q2);
+        V::store(p + j, x0), V::store(p + j + h, x1), V::store(p + j + 2 * h, x2), V::store(p + j + 3 * h, x3);
+      }
+    }
+    m /= 4;
+    h *= 4;
+  }
+  if (m >= m_lo && m >= 1) {  // one radix-2 stage
+    const size_t t1 = m * base;
+    for (size_t i = 0; i < m; ++i) {
+      const R w1 = V::set1(w[t1 + i]), s1 = V::set1(ws[t1 + i]);
+      uint32_t* p = a + 2 * i * h;
+      for (size_t j = 0; j < h; j += W) {
+        R x = V::load(p + j), y = V::load(p + j + h);
+        inv_bf<Lazy>(x, y, w1, s1, q, q2);
+        V::store(p + j, x), V::store(p + j + h, y);
+      }
+    }
+  }
+}
+
+// Stages m = len/2 ... m_lo of a segment at twiddle base `base` (the first ones, h < W, in registers).
+template <bool Lazy>
+static void inverse_segment(uint32_t* a, size_t len, size_t base, uint32_t qs, const uint32_t* w,
+                            const uint32_t* ws, size_t m_lo) {
+  size_t h = 1;
+  if (V::W > 1) h = tail_inverse<V, Lazy>(a, len, base, qs, w, ws);
+  inverse_sweeps<Lazy>(a, base, qs, w, ws, len / (2 * h), h, m_lo);
+}
+
+template <bool Lazy>
+static void inverse_t(uint32_t* a, size_t n, uint32_t qs, const uint32_t* w, const uint32_t* ws,
+                      const uint32_t* scal) {
+  constexpr size_t W = V::W;
+  const R q = V::set1(qs), q2 = V::set1(2 * qs);
+  constexpr size_t blk = kBlock;
+  // the last two stages (m = 2, 1) run as one radix-4 pass with the scaling where each quarter holds a vector
+  const bool last4 = n / 4 >= W;
+  const size_t m_lo = last4 ? 4 : 2;
+  if (n <= blk) {
+    inverse_segment<Lazy>(a, n, 1, qs, w, ws, m_lo);
+  } else {  // each block on its own, then the stages that span more than a block
+    const size_t nb = n / blk;  // with two blocks, their own last stage (global m = 2) joins the final pass
+    for (size_t b = 0; b < nb; ++b) inverse_segment<Lazy>(a + b * blk, blk, nb + b, qs, w, ws, nb == 2 ? 2 : 1);
+    inverse_sweeps<Lazy>(a, 1, qs, w, ws, nb / 2, blk, m_lo);
+  }
+  // last stage: X = (x + y) / N, Y = (x - y) psi^-1 / N, fully reduced
+  const R ni = V::set1(scal[0]), nis = V::set1(scal[1]), wl = V::set1(scal[2]), wls = V::set1(scal[3]);
+  const R off = Lazy ? q2 : q;
+  auto last = [&](R x, R y, R& s, R& d) {
+    s = csub(mul_lazy(V::add(x, y), ni, nis, q), q);
+    d = csub(mul_lazy(V::add(V::sub(x, y), off), wl, wls, q), q);
+  };
+  if (last4) {  // stage m = 2 (twiddles w[2], w[3]) on the quarters, then the last stage
+    const size_t h = n / 4;
+    const R wa = V::set1(w[2]), sa = V::set1(ws[2]), wb = V::set1(w[3]), sb = V::set1(ws[3]);
+    for (size_t j = 0; j < h; j += W) {
+      R x0 = V::load(a + j), x1 = V::load(a + j + h), x2 = V::load(a + j + 2 * h), x3 = V::load(a + j + 3 * h);
+      inv_bf<Lazy>(x0, x1, wa, sa, q, q2);
+      inv_bf<Lazy>(x2, x3, wb, sb, q, q2);
+      R s0, d0, s1, d1;
+      last(x0, x2, s0, d0);
+      last(x1, x3, s1, d1);
+      V::store(a + j, s0), V::store(a + j + h, s1), V::store(a + j + 2 * h, d0), V::store(a + j + 3 * h, d1);
+    }
+  } else {
+    const size_t h = n / 2;
+    for (size_t j = 0; j < h; j += W) {
+      R s, d;
+      last(V::load(a + j), V::load(a + j + h), s, d);
+      V::store(a + j, s), V::store(a + j + h, d);
+    }
+  }
+}
+
 
 // a * w mod q, fully reduced, streaming (the roofline's memory probe and a kernel of its own)
 static void mul_shoup_t(uint32_t* out, const uint32_t* a, const uint32_t* w, const uint32_t* ws, size_t n,

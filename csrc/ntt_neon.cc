@@ -30,28 +30,9 @@ struct V {
   static inline reg gt_mask(reg a, reg b) { return vcgtq_u32(a, b); }
   static inline reg band(reg a, reg b) { return vandq_u32(a, b); }
   static constexpr bool kWide = false;
-  template <int Mode>
-  static void forward_tail(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w,
-                           const uint32_t* ws, size_t h);
-  template <bool Lazy>
-  static size_t inverse_tail(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w,
-                             const uint32_t* ws);
+  static constexpr bool kGenericTail = true;  // the stages with h < W: ntt_impl.h's gtail, one lane at a time
 };
 }  // namespace HEMX_ISA
 }  // namespace hemx
 
 #include "ntt_impl.h"
-
-namespace hemx {
-namespace HEMX_ISA {
-template <int Mode>
-void V::forward_tail(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w, const uint32_t* ws,
-                     size_t h) {
-  gtail::forward<Mode>(a, len, base, q, w, ws, h);
-}
-template <bool Lazy>
-size_t V::inverse_tail(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w, const uint32_t* ws) {
-  return gtail::inverse<Lazy>(a, len, base, q, w, ws, W);
-}
-}  // namespace HEMX_ISA
-}  // namespace hemx

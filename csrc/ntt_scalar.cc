@@ -7,10 +7,7 @@
 namespace hemx {
 namespace HEMX_ISA {
 struct V : ScalarV {
-  template <int Mode>
-  static void forward_tail(uint32_t*, size_t, size_t, uint32_t, const uint32_t*, const uint32_t*, size_t) {}
-  template <bool Lazy>
-  static size_t inverse_tail(uint32_t*, size_t, size_t, uint32_t, const uint32_t*, const uint32_t*) { return 1; }
+  static constexpr bool kGenericTail = true;  // unused: with one lane the sweeps run every stage
 };
 }  // namespace HEMX_ISA
 }  // namespace hemx

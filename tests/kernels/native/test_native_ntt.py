@@ -253,7 +253,7 @@ def test_planner_times_native_and_keys_the_wisdom_on_the_build(monkeypatch, tmp_
     assert "native / shoup" in choice.timings
     forced = plan.plan_ntt(n, qs, method="native", reduction="shoup")
     assert forced.source == "forced" and forced.variant.method == "native"
-    assert cache.environment_key()["native"] == native.build_id() != "none"
+    assert cache.environment_key()["native"] == f"{native.build_id()}/{native.isa()}" != "none"
     monkeypatch.setenv("HEMX_NATIVE", "0")
     assert cache.environment_key()["native"] == "none"
     planner.clear_memo()
