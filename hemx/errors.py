@@ -107,3 +107,49 @@ class DecryptionWarning(UserWarning):
 
 
 __all__ += ["DecryptionError", "DecryptionWarning"]
+
+
+def external_stacklevel() -> int:
+    """The ``stacklevel`` for ``warnings.warn`` that points at the first frame outside the hemx package.
+
+    Call it from the function that warns: ``warnings.warn(msg, Category, stacklevel=external_stacklevel())``.
+    Frames of hemx's own modules are skipped, and so are the ``__init__`` methods dataclasses generate (file
+    ``<string>``), so a warning raised deep inside hemx (e.g. in ``CKKSParameters.__post_init__``) names the
+    user's line.
+    """
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)  # the function that will call warnings.warn: stacklevel 1
+    level = 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        internal = (name.startswith(root) or (name == "<string>" and frame.f_code.co_name == "__init__")
+                    or name.startswith("<frozen "))
+        if not internal:
+            return level
+        frame = frame.f_back
+        level += 1
+    return 1
+
+
+__all__ += ["external_stacklevel"]
+
+
+class PrecisionError(HemxError, ValueError):
+    """An operation would leave a ciphertext below the precision hemx promises: a scale too small for its values
+    to stand above the noise (scales that drifted with the primes dropped), or a scale that no longer fits the
+    modulus. The message says which and what to do (rescale less, multiply earlier, bootstrap, more levels)."""
+
+
+class BoundError(HemxError, ValueError):
+    """A ciphertext's magnitude bound (``Ciphertext.bound``, the client's ``max |x|`` propagated by every operation)
+    exceeds what an operation supports: ``bootstrap`` beyond the bound its message ratio supports."""
+
+
+class BoundWarning(UserWarning):
+    """Issued instead of :class:`BoundError` when the caller asked for it (``bootstrap(..., on_bound="warn")``)."""
+
+
+__all__ += ["PrecisionError", "BoundError", "BoundWarning"]

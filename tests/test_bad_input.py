@@ -194,28 +194,28 @@ add("add-scalar-int-ok", lambda: _main()[0].add(_ct(), 1), _close(np.r_[[1.5, 0.
 add("add-scalar-complex-ok", lambda: _main()[0].add(_ct(), 1j), _close(np.r_[[0.5 + 1j, -0.25 + 1j, 1 + 1j], [1j] * 5]))
 add("add-scalar-bool-ok", lambda: _main()[0].add(_ct(), True), _close(np.r_[[1.5, 0.75, 2.0], [1.0] * 5]))
 add("sub-scalar-ok", lambda: _main()[0].sub(_ct(), 0.5), _close(np.r_[[0, -0.75, 0.5], [-0.5] * 5]))
-add("mul-scalar-0-ok", lambda: _main()[0].mul(_ct(), 0.0), _close(np.zeros(8)))
-add("mul-scalar-int-ok", lambda: _main()[0].mul(_ct(), 3), _close([1.5, -0.75, 3.0]))
+add("mul-scalar-0-ok", lambda: _main()[0].mul(_ct(), 0.0, rescale=False), _close(np.zeros(8)))
+add("mul-scalar-int-ok", lambda: _main()[0].mul(_ct(), 3, rescale=False), _close([1.5, -0.75, 3.0]))
 add("add-vector-ok", lambda: _main()[0].add(_ct(), [1.0, 1.0]), _close([1.5, 0.75, 1.0]))
 add("add-vector-too-long", lambda: _main()[0].add(_ct(), np.ones(9)), E.SlotError)
 add("add-array-2xslots", lambda: _main()[0].add(_ct(), np.ones((2, 8))), E.ShapeError)
 add("add-large-at-level0", lambda: _main()[0].add(_main()[0].drop_level(_ct(), 0), 2.0**40), E.OverflowBoundError)
 # the product's values x scale exceed the modulus: the operands fit, so only decryption can tell (the check)
-add("mul-overflow-values", lambda: _main()[0].decrypt(_main()[0].mul(_ct([1e6]), 1e6), _main()[1]),
+add("mul-overflow-values", lambda: _main()[0].decrypt(_main()[0].mul(_ct([1e6]), 1e6, rescale=False), _main()[1]),
     E.DecryptionError)
 add("mul-overflow-values-warn", lambda: pytest.warns(E.DecryptionWarning, lambda: _main()[0].decrypt(
-    _main()[0].mul(_ct([1e6]), 1e6), _main()[1], decryption_check="warn")), lambda r: None)
+    _main()[0].mul(_ct([1e6]), 1e6, rescale=False), _main()[1], decryption_check="warn")), lambda r: None)
 
 # ---------------------------------------------------------------------------------------------- ciphertext ops
 add("add-ct-ok", lambda: _main()[0].add(_ct(), _ct()), _close([1.0, -0.5, 2.0]))
-add("mul-ct-ok", lambda: _main()[0].rescale(_main()[0].mul(_ct(), _ct(), _main()[1])), _close([0.25, 0.0625, 1.0]))
+add("mul-ct-ok", lambda: _main()[0].rescale(_main()[0].mul(_ct(), _ct(), _main()[1], rescale=False)), _close([0.25, 0.0625, 1.0]))
 add("add-ct-other-keys", lambda: _main()[0].add(_ct(), _main()[0].encrypt([1.0], _other()[1])), E.ContextMismatchError)
 add("add-ct-other-context", lambda: _main()[0].add(_ct(), _other()[0].encrypt([1.0], _other()[1])),
     E.ContextMismatchError)
 add("add-ct-batch-mismatch", lambda: _main()[0].add(_main()[0].encrypt(np.ones((2, 3)), _main()[1]),
                                                     _main()[0].encrypt(np.ones((3, 3)), _main()[1])), E.ShapeError)
-add("mul-without-keys", lambda: _main()[0].mul(_ct(), _ct()), E.ParameterError)
-add("mul-other-keys", lambda: _main()[0].mul(_ct(), _ct(), _other()[1]), E.ContextMismatchError)
+add("mul-without-keys", lambda: _main()[0].mul(_ct(), _ct(), rescale=False), E.ParameterError)
+add("mul-other-keys", lambda: _main()[0].mul(_ct(), _ct(), _other()[1], rescale=False), E.ContextMismatchError)
 add("rescale-level0", lambda: _main()[0].rescale(_main()[0].drop_level(_ct(), 0)), E.LevelError)
 add("drop_level-up", lambda: _main()[0].drop_level(_main()[0].drop_level(_ct(), 0), 1), E.LevelError)
 add("drop_level-negative", lambda: _main()[0].drop_level(_ct(), -1), E.ParameterError)

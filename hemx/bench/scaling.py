@@ -4,8 +4,8 @@ For each device count ``D`` a subprocess starts with ``XLA_FLAGS=--xla_force_hos
 device count is fixed when the backend starts), builds a small-ring context sharded on ``"limbs"`` (mesh
 ``1 x D``), and for each key-switching path (``shard_map``: :mod:`hemx.ckks.sharded_keyswitch`, where its rule allows;
 ``partitioner``: XLA's SPMD partitioner) and dataflow (``mp``, ``dc``, ``oc``) jits a relinearized multiplication
-(``ctx.mul(a, b, keys)``), one with the folded rescale (``rescale=True``) and a rotation by one slot. For each
-program it reports:
+(``ctx.mul(a, b, keys, rescale=False)``), one with the folded rescale (``rescale=True``) and a rotation by one
+slot. For each program it reports:
 
 * the collectives of the compiled, partitioned program and the bytes they move (``hemx.parallel.traffic``:
   bytes *received*, summed over devices, bandwidth-optimal algorithm per collective);
@@ -86,7 +86,7 @@ def measure(*, dataflows: Sequence[str] = DATAFLOWS, ops: Sequence[str] = OPS, p
         ctx.tables.keyswitch_path = path
         path_used = "shard_map" if ctx.tables.shard_spec() is not None else "partitioner"
         if op == "mul":
-            fn, args = (lambda x, y, f=flow: ctx.mul(x, y, keys, keyswitch=f).data), (a, b)
+            fn, args = (lambda x, y, f=flow: ctx.mul(x, y, keys, rescale=False, keyswitch=f).data), (a, b)
         elif op == "mul_rescale":
             fn, args = (lambda x, y, f=flow: ctx.mul(x, y, keys, rescale=True, keyswitch=f).data), (a, b)
         elif op == "rotate":

@@ -5,6 +5,7 @@
 * :func:`evaluate_polynomial`, :func:`chebyshev_coefficients`, :func:`polynomial_depth`: polynomials in the power
   or Chebyshev basis with exact scale management;
 * :mod:`hemx.circuits.bootstrap`: packed bootstrapping (``ctx.bootstrap``), built from the pieces above;
+* :class:`EncryptedArray`: ciphertexts with numpy's operators, reductions, ``@`` and ``polyval`` (built on the above);
 * :class:`CKKSEvaluator` (a context and its keys) and :class:`SlotSimulator` (cleartext slot vectors with the same
   level and scale accounting) implement :class:`Evaluator`; every circuit runs on both.
 
@@ -22,10 +23,11 @@ from hemx.circuits.evaluator import (
 )
 from hemx.circuits.lintrans import LinearTransform, bsgs_split, diagonals, linear_transform
 from hemx.circuits.polynomial import chebyshev_coefficients, evaluate_polynomial, polynomial_depth
+from hemx.circuits.array import EncryptedArray
 from hemx.circuits import bootstrap  # noqa: E402  (registers Context.bootstrap)
 
 __all__ = [
     "Evaluator", "CKKSEvaluator", "SlotSimulator", "SimCiphertext", "SimPlaintext", "as_evaluator",
     "block_until_ready", "LinearTransform", "linear_transform", "diagonals", "bsgs_split",
-    "evaluate_polynomial", "chebyshev_coefficients", "polynomial_depth", "bootstrap",
+    "evaluate_polynomial", "chebyshev_coefficients", "polynomial_depth", "bootstrap", "EncryptedArray",
 ]

@@ -129,16 +129,16 @@ class CKKSEvaluator:
 
     def mul(self, a, b, *, rescale=False):
         # rescale=True fuses the rescale into the relinearization's ModDown (one rounding instead of two)
-        return self.ctx.mul(a, b, self._need_keys("a ciphertext product"), rescale=bool(rescale))
+        return self.ctx.mul(a, b, self._need_keys("a ciphertext product"), rescale=bool(rescale), auto_scale=False)
 
     def mul_const(self, x, value, *, plain_scale):
-        return self.ctx.mul(x, float(value), plain_scale=float(plain_scale))
+        return self.ctx.mul(x, float(value), plain_scale=float(plain_scale), rescale=False, auto_scale=False)
 
     def encode(self, values, *, level, scale):
         return self.ctx.encode(values, level=level, scale=scale, slots=self.slots)
 
     def mul_plain(self, x, plaintext):
-        return self.ctx.mul(x, plaintext)
+        return self.ctx.mul(x, plaintext, rescale=False, auto_scale=False)
 
     def rescale(self, x):
         return self.ctx.rescale(x)
@@ -158,7 +158,9 @@ class CKKSEvaluator:
             if (other.level, other.batch_shape) != (first.level, first.batch_shape) or not math.isclose(
                     other.scale, first.scale, rel_tol=SCALE_RTOL):
                 raise LevelError("only ciphertexts of one level, scale and batch shape can be stacked")
-        return first.replace(data=jnp.stack([c.data for c in xs]))
+        bounds = [c.bound for c in xs]
+        bound = None if any(b is None for b in bounds) else max(bounds)  # the batch's bound: the largest
+        return first.replace(data=jnp.stack([c.data for c in xs]), bound=bound)
 
     def take(self, x, index):
         return x.replace(data=x.data[index])

@@ -352,7 +352,28 @@ def evaluate_polynomial(backend, x, coefficients, keys=None, *, basis: str = "mo
         t1 = ev.rescale(ev.mul_const(x, alpha, plain_scale=target * ev.rescale_divisor(level) / ev.scale(x)))
         if beta:
             t1 = ev.add(t1, beta)
-    return _Evaluation(ev, t1, basis, plan).evaluate(c, target)
+    out = _Evaluation(ev, t1, basis, plan).evaluate(c, target)
+    return _with_bound(out, x, c, basis, a, b)
+
+
+def _with_bound(out, x, c: np.ndarray, basis: str, a: float, b: float):
+    """``out`` (a hemx Ciphertext) with a sound bound on ``|p(x)|`` from ``x.bound`` (Ciphertext.bound):
+    ``sum |c_k| B^k`` (monomial), ``sum |c_k| T_k(max(1, |t|))`` with ``|t| <= (2 B + |a + b|) / (b - a)``
+    (Chebyshev: ``|T_k| <= 1`` on [-1, 1], ``T_k(|t|)`` beyond). The smaller of it and the bound the operations
+    propagated. Anything else (a simulator's ciphertext, an unknown bound) is returned as it is."""
+    bound_in = getattr(x, "bound", None)
+    if not hasattr(out, "bound") or bound_in is None:
+        return out
+    mags = np.abs(np.asarray(c, dtype=np.float64))
+    with np.errstate(all="ignore"):  # a huge input bound overflows: then the propagated bound (or None) stays
+        if basis == "chebyshev":
+            reach = max(1.0, (2.0 * bound_in + abs(a + b)) / (b - a))
+            bound = float(np.polynomial.chebyshev.chebval(reach, mags))
+        else:
+            bound = float(np.polynomial.polynomial.polyval(bound_in, mags))
+    if not math.isfinite(bound):
+        return out
+    return out.replace(bound=bound if out.bound is None else min(bound, out.bound))
 
 
 __all__ = ["evaluate_polynomial", "chebyshev_coefficients", "polynomial_depth", "BASES"]

@@ -20,6 +20,11 @@ class Ciphertext:
         is_complex: whether the slots carry complex values (decrypt then returns complex numbers).
         context_id: the :class:`~hemx.ckks.context.Context` (parameters) it belongs to.
         key_id: the key set it is encrypted under.
+        bound: public upper bound on ``max |value|`` over the slots (the client's ``max |x|`` at encryption, rounded
+            up to a power of two unless given explicitly, then
+            propagated by every operation: ``|a + b| <= bound_a + bound_b``, ``|a b| <= bound_a bound_b``...), or
+            None where unknown. Static metadata like the scale (it survives ``jax.jit``); ``bootstrap`` checks it
+            against the bound its message ratio supports.
     """
 
     data: jax.Array
@@ -29,6 +34,7 @@ class Ciphertext:
     is_complex: bool
     context_id: int
     key_id: int
+    bound: float | None = None
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
@@ -42,8 +48,9 @@ class Ciphertext:
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:
+        bound = "" if self.bound is None else f", bound={self.bound:.4g}"
         return (f"Ciphertext(batch={self.batch_shape}, level={self.level}, limbs={self.num_limbs}, "
-                f"scale=2^{np.log2(self.scale):.2f}, slots={self.slots})")
+                f"scale=2^{np.log2(self.scale):.2f}, slots={self.slots}{bound})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Plaintext:
     slots: int
     is_complex: bool
     context_id: int
+    bound: float | None = None  # max |value| of the encoded values, rounded up to a power of two (None: unknown)
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
@@ -69,6 +77,7 @@ class Plaintext:
                 f"slots={self.slots})")
 
 
-_CT_META = ["level", "scale", "slots", "is_complex", "context_id", "key_id"]
+_PT_META = ["level", "scale", "slots", "is_complex", "context_id", "bound"]
+_CT_META = ["level", "scale", "slots", "is_complex", "context_id", "key_id", "bound"]
 jax.tree_util.register_dataclass(Ciphertext, data_fields=["data"], meta_fields=_CT_META)
-jax.tree_util.register_dataclass(Plaintext, data_fields=["data"], meta_fields=_CT_META[:-1])
+jax.tree_util.register_dataclass(Plaintext, data_fields=["data"], meta_fields=_PT_META)

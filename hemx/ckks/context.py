@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from typing import Iterable, Sequence
 
 import jax
@@ -34,10 +35,12 @@ from hemx.ckks.tables import LevelTables, TableCache, pack_tree, unpack_tree
 from hemx.ckks.validation import check_int, is_int, is_real
 from hemx.errors import (
     ContextMismatchError,
+    DecryptionWarning,
     KeyMismatchError,
     LevelError,
     OverflowBoundError,
     ParameterError,
+    PrecisionError,
     ScaleMismatchError,
     ShapeError,
     SlotError,
@@ -90,6 +93,46 @@ def _with_data(ct, data, **changes):
     out.__dict__.update(ct.__dict__, data=data, **changes)
     return out
 
+
+def managed_scales(params: CKKSParameters) -> tuple[float, ...]:
+    """:meth:`Context.level_scale` of every level, level 0 first: ``T_0 = params.scale``,
+    ``T_l = min(D_l, sqrt(T_{l-1} D_l))`` with ``D_l`` the product of the primes of level ``l``."""
+    scales, pos = [float(params.scale)], params.level_sizes[0]
+    for size in params.level_sizes[1:]:
+        d = float(math.prod(params.moduli[pos : pos + size]))
+        scales.append(min(d, math.sqrt(scales[-1] * d)))
+        pos += size
+    return tuple(scales)
+
+
+def _peak(values) -> float:
+    """``max |value|`` of host values (0 for none)."""
+    z = np.abs(np.asarray(values))
+    return float(np.max(z)) if z.size else 0.0
+
+
+def _round_bound(peak: float) -> float:
+    """``peak`` rounded up to a power of two (0 stays 0): a sound bound that takes few distinct values."""
+    return 2.0 ** math.ceil(math.log2(peak)) if peak > 0 else 0.0
+
+
+def _add_bounds(a, b):
+    """Bound of a sum (None if either is unknown, or if it overflows a float: static metadata stays comparable)."""
+    out = None if a is None or b is None else float(a) + float(b)
+    return out if out is not None and math.isfinite(out) else None
+
+
+def _mul_bounds(a, b):
+    """Bound of a product (None if either is unknown, or if it overflows a float)."""
+    out = None if a is None or b is None else float(a) * float(b)
+    return out if out is not None and math.isfinite(out) else None
+
+
+# a scale below this many bits over the noise (~ sqrt(N) after a rescale) leaves too little precision: refused
+MIN_SCALE_MARGIN_BITS = 10
+# aligning a ciphertext to another scale with rescale(ct * c) records the target scale; the integer c's rounding
+# changes the true scale by a relative 0.5 / c, so c must be at least this large (far below every noise)
+MIN_ALIGN_FACTOR = 2.0 ** 40
 
 # add/sub align the scales of two ciphertexts automatically when they differ by less than this factor (scales
 # divided by different primes differ by ~2^0.001 per rescale); beyond it the scales are genuinely different.
@@ -185,6 +228,25 @@ class Context:
         if level == 0:
             raise LevelError("level 0 has no prime left to rescale by")
         return self.tables.level(level).divisor
+
+    def level_scale(self, level: int) -> float:
+        """The scale ciphertexts are managed at on ``level`` (FLEXIBLEAUTO-style: it follows the primes dropped).
+
+        ``T_0`` is the parameters' scale and ``T_l = min(D_l, sqrt(T_{l-1} D_l))`` with ``D_l`` the product of the
+        primes a rescale at ``l`` removes, so a product of two operands at scale ``<= T_l``, times a small integer
+        ``c >= 1`` and rescaled, lands in ``(T_{l-1} / 2, T_{l-1}]`` on every chain (the primes of a level need not
+        match the scale: the ``boot_*`` presets' 52- and 60-bit levels, 28-bit primes well below 2^28 at
+        N = 2^16). Fresh encodings use ``T_level``; :meth:`mul` keeps every result in that band."""
+        self._limbs(level)
+        scales = self.__dict__.get("_level_scales")
+        if scales is None:
+            scales = self.__dict__["_level_scales"] = managed_scales(self.params)
+        return scales[int(level)]
+
+    def _divisor(self, level: int) -> float:
+        """``D_level`` from the parameters (no tables built); 1.0 at level 0."""
+        pos = self._limbs(level - 1) if level else 0
+        return float(math.prod(self.params.moduli[pos : self._limbs(level)])) if level else 1.0
 
     # -------------------------------------------------------------------------------------------- dispatch
     def _elementwise_plan(self):
@@ -283,7 +345,12 @@ class Context:
         if math.isclose(a.scale, b.scale, rel_tol=SCALE_RTOL):
             return self._align(a, b)
         ratio = a.scale / b.scale
-        if not 1 / AUTO_SCALE_MAX_RATIO <= ratio <= AUTO_SCALE_MAX_RATIO:
+        # at different levels, farther apart scales are aligned the same way when the integer c of the alignment is
+        # large enough to be exact (c ~ D * s_low / s_high >= MIN_ALIGN_FACTOR): the managed scales of levels with
+        # primes of other sizes (boot_* presets) differ by a few bits. At one level, managed scales are within 2x.
+        lo, hi = (a, b) if a.level <= b.level else (b, a)
+        factor = lo.scale * self._divisor(lo.level + 1) / hi.scale if a.level != b.level else 0.0
+        if not (1 / AUTO_SCALE_MAX_RATIO <= ratio <= AUTO_SCALE_MAX_RATIO or factor >= MIN_ALIGN_FACTOR):
             raise ScaleMismatchError(
                 f"operands have different scales (2^{math.log2(a.scale):.4f} vs 2^{math.log2(b.scale):.4f}); "
                 "rescale both the same number of times, or encode the plaintext at the ciphertext's scale"
@@ -321,6 +388,8 @@ class Context:
         relin: bool = True,
         galois_elements: Iterable[int] = (),
         bootstrap: bool = False,
+        sum_slots: bool = False,
+        for_circuits: Iterable = (),
     ) -> KeySet:
         """Generate a secret key and its public, relinearization and Galois keys.
 
@@ -332,8 +401,23 @@ class Context:
             galois_elements: raw Galois elements ``g`` (automorphisms ``X -> X^g``) that also get a key.
             bootstrap: also every key :meth:`bootstrap` needs (its rotations and the conjugation key); prepares the
                 bootstrapping circuit of this context once (:mod:`hemx.circuits.bootstrap`).
+            sum_slots: also the power-of-two rotation keys :meth:`sum_slots` needs.
+            for_circuits: circuits the keys must serve; their rotation, conjugation and bootstrapping keys are
+                added (:func:`hemx.ckks.keygen.plan_keys`): ``LinearTransform`` objects, ``"sum_slots"``,
+                ``"bootstrap"``, a function ``fn(ct, keys)`` (traced once, abstractly, on a fresh top-level
+                ciphertext) or a tuple ``(fn, *example_args)`` (traced as ``fn(*example_args, keys)``; example
+                ciphertexts may be ``hemx.ckks.keygen.placeholder(ctx, ...)``). See ``docs/jit.md``.
         """
+        steps = keygen_mod.rotation_steps(rotations, self.slots)
         elements = list(galois_elements)
+        if sum_slots:
+            steps += keygen_mod.rotation_steps("power_of_two", self.slots)
+        if for_circuits is not None and (callable(for_circuits) or isinstance(for_circuits, str) or for_circuits):
+            more_steps, more_elements, needs_boot = keygen_mod.plan_keys(self, for_circuits)
+            steps += more_steps
+            elements += sorted(more_elements)
+            bootstrap = bootstrap or needs_boot
+        rotations = sorted(set(steps))
         weight = None
         if bootstrap:
             boot = self.bootstrapper()
@@ -374,32 +458,39 @@ class Context:
             self._bootstrapper[key] = built
         return self._bootstrapper[key]
 
-    def bootstrap(self, ct: Ciphertext, keys, *, iterations: int = 1, message_ratio: int | None = None
-                  ) -> Ciphertext:
-        """A ciphertext at the post-bootstrap level with the same slot values (in [-1, 1]; any level, batch).
+    def bootstrap(self, ct: Ciphertext, keys, *, iterations: int = 1, message_ratio: int | None = None,
+                  on_bound: str = "raise") -> Ciphertext:
+        """A ciphertext at the post-bootstrap level with the same slot values (any level, batch).
 
         Needs the keys of ``keygen(bootstrap=True)`` (:class:`~hemx.errors.MissingKeyError` otherwise) and
         parameters with room for it (the ``boot_*`` presets). ``iterations=2``: META-BTS, about 16 more bits.
         ``message_ratio``: ``log2(q0 / scale)`` EvalMod works at; the default suits spread-out values (uniform
-        random slots), a larger one values with large low-frequency content (e.g. a constant vector). See
-        ``docs/bootstrap.md``.
+        random slots), a larger one values with large low-frequency content (e.g. a constant vector) and larger
+        values. The ciphertext's ``bound`` must not exceed the bound the ratio supports
+        (``bootstrapper(message_ratio=...).supported_bound``: 8 at the default ratio, doubling per bit of ratio):
+        :class:`~hemx.errors.BoundError` otherwise, or :class:`~hemx.errors.BoundWarning` with
+        ``on_bound="warn"``. See ``docs/bootstrap.md``.
         """
         self._check_ct(ct)
         if isinstance(keys, KeySet):
             keys = keys.evaluation_keys()
-        return self.bootstrapper(message_ratio=message_ratio).bootstrap(ct, keys, iterations=iterations)
+        return self.bootstrapper(message_ratio=message_ratio).bootstrap(ct, keys, iterations=iterations,
+                                                                        on_bound=on_bound)
 
     # -------------------------------------------------------------------------------------------- encoding
     def encode(self, values, *, level: int | None = None, scale: float | None = None,
                slots: int | None = None) -> Plaintext:
-        """Encode ``(..., count)`` values (count <= slots) at ``level`` (default top) and ``scale``.
+        """Encode ``(..., count)`` values (count <= slots) at ``level`` (default top) and ``scale`` (default
+        :meth:`level_scale` of the level). The plaintext's ``bound`` is ``max |value|`` rounded up to a
+        power of two.
 
         ``slots`` overrides the context's slot count (a power of two <= N/2), e.g. full-slot plaintexts for the
         bootstrapping transforms of a sparse context."""
         level = self.params.max_level if level is None else level
         num_q = self._limbs(level)
         level = int(level)
-        scale = self.params.scale if scale is None else self._check_encode_scale(scale)
+        # default: the managed scale of the level (level_scale; the parameters' scale at level 0)
+        scale = self.level_scale(level) if scale is None else self._check_encode_scale(scale)
         slots = self.slots if slots is None else encoder.check_slots(self.params.n, slots)
         z, is_complex = encoder.slot_values(values, slots, self.params.n)
         ints = encoder.encode(z, self.params.n, slots, scale, log_q=self._log_q(num_q))
@@ -407,7 +498,7 @@ class Context:
         # of a constant in the trace would make XLA constant-fold it, which is very slow to compile)
         with jax.ensure_compile_time_eval():
             data = self.to_ntt_q(ints, level)
-        return Plaintext(data, level, scale, slots, is_complex, self.id)
+        return Plaintext(data, level, scale, slots, is_complex, self.id, bound=_round_bound(_peak(z)))
 
     @staticmethod
     def _check_encode_scale(scale) -> float:
@@ -437,10 +528,16 @@ class Context:
                                        slots=pt.slots, scale=pt.scale, is_complex=pt.is_complex)
 
     # -------------------------------------------------------------------------------------------- encryption
-    def encrypt(self, values, key) -> Ciphertext:
+    def encrypt(self, values, key, *, bound: float | None = None) -> Ciphertext:
         """Encrypt ``(slots,)`` or ``(..., count)`` values with a public key (or a :class:`KeySet`) or a secret key.
 
-        Randomness comes from the context's sampler (the OS CSPRNG by default).
+        Randomness comes from the context's sampler (the OS CSPRNG by default). The ciphertext starts at the top
+        level at :meth:`level_scale` (on every preset, ``boot_*`` included: the whole chain is usable, see
+        ``docs/ckks.md``) and carries ``bound``, public metadata like the scale: ``max |x|`` of the values rounded
+        up to a power of two (static metadata is part of a jitted program's cache key: rounded, new data of the
+        same range reuses the compiled program), or the given ``bound`` as it is (the client's declared bound on
+        its data, at least ``max |x|``). Every operation propagates it, and :meth:`bootstrap` checks it against
+        the bound it supports.
         """
         if isinstance(key, KeySet):
             key = key.public
@@ -450,6 +547,14 @@ class Context:
         pt = values if isinstance(values, Plaintext) else self.encode(values)
         if pt.context_id != self.id:
             raise ContextMismatchError("the plaintext belongs to another context")
+        if bound is not None:
+            if not is_real(bound) or not math.isfinite(float(bound)) or float(bound) < 0:
+                raise ParameterError(f"bound must be a finite number >= 0 (max |x| of the values), got {bound!r}")
+            peak = pt.bound if isinstance(values, Plaintext) else _peak(values)
+            if peak is not None and float(bound) < peak:
+                raise ParameterError(f"bound={float(bound):.6g} is below max |x| = {peak:.6g} of the values; give "
+                                     "a bound at least as large as every value (or leave it out: max |x| is used)")
+            pt = pt.replace(bound=float(bound))
         return encryptor.encrypt(self, pt, key)
 
     def decrypt(self, ct: Ciphertext, secret, *, decryption_check: str | None = None) -> np.ndarray:
@@ -468,6 +573,8 @@ class Context:
         if not isinstance(secret, SecretKey):
             raise ParameterError("decrypt needs the SecretKey (or the KeySet holding it)")
         self._check_key(secret, ct.key_id)
+        # a scale below the noise (a manual rescale too many): garbage values, refused like a failed check
+        self._check_result_scale(ct.scale, ct.level, "decrypt", mode)
         return encryptor.decrypt(self, ct, secret, mode)
 
     # -------------------------------------------------------------------------------------------- leveled ops
@@ -495,7 +602,7 @@ class Context:
                 a, b = self._match_scales(a, b)
             data = self._run(evaluator.add, (a.data, b.data), (self._elementwise_plan(),), "ew", num_p=self.num_p,
                              num_q=a.data.shape[-2])
-            return _with_data(a, data, is_complex=a.is_complex or b.is_complex)
+            return _with_data(a, data, is_complex=a.is_complex or b.is_complex, bound=_add_bounds(a.bound, b.bound))
         pt = self._as_plaintext(b, a, scale=a.scale)
         if self._check_batches(a.batch_shape, pt.batch_shape) != a.batch_shape:
             raise ShapeError(
@@ -507,7 +614,8 @@ class Context:
         n = a.num_limbs
         c0 = self._run(evaluator.add, (a.data[..., 0, :, :], pt.data), (self._elementwise_plan(),), "ew",
                        num_p=self.num_p, num_q=n)
-        return a.replace(data=a.data.at[..., 0, :, :].set(c0), is_complex=a.is_complex or pt.is_complex)
+        return a.replace(data=a.data.at[..., 0, :, :].set(c0), is_complex=a.is_complex or pt.is_complex,
+                         bound=_add_bounds(a.bound, pt.bound))
 
     def sub(self, a: Ciphertext, b) -> Ciphertext:
         """``a - b`` (b: ciphertext, plaintext or values)."""
@@ -553,19 +661,30 @@ class Context:
             raise KeyMismatchError("the ciphertexts are encrypted under different key sets")
 
     def mul(self, a: Ciphertext, b, keys: EvaluationKeys | SwitchingKey | None = None, *,
-            rescale: bool = False, keyswitch: str | None = None, plain_scale: float | None = None) -> Ciphertext:
+            rescale: bool = True, keyswitch: str | None = None, plain_scale: float | None = None,
+            auto_scale: bool = True) -> Ciphertext:
         """``a * b``: with a ciphertext (relinearized with ``keys``), a plaintext, or scalar/array values.
 
-        Plain values are encoded at the scale of the primes the next rescale removes, so that
-        ``rescale(mul(a, values))`` has exactly ``a``'s scale. With ``rescale=True`` the product is rescaled; for
-        two ciphertexts the rescale is folded into the relinearization's ModDown (one rounding division by
-        ``P`` times the level's primes; same level, scale and precision as ``rescale(mul(a, b))``, about a
-        fifth faster, not bit-identical to it).
-        ``keyswitch`` overrides the context's key-switching dataflow for this call.
+        The product is rescaled by default (``rescale=False``: left at the operands' level, rescale it yourself);
+        for two ciphertexts the rescale is folded into the relinearization's ModDown (one rounding division by
+        ``P`` times the level's primes; same level, scale and precision as ``rescale(mul(a, b, rescale=False))``,
+        about a fifth faster, not bit-identical to it). ``keyswitch`` overrides the context's key-switching
+        dataflow for this call.
+
+        Scales are managed (``auto_scale=True``, the default; OpenFHE's FLEXIBLEAUTO is the model): the result
+        lands in ``(T / 2, T]`` with ``T = level_scale(level - 1)`` on every chain, whatever the sizes of the
+        primes dropped. A ciphertext operand at a higher level whose scale is off its level's band is first
+        brought to this level at ``level_scale`` exactly (one of its own levels, none of the result's); the
+        product is multiplied by the integer ``c = floor(T D / (s_a s_b)) >= 1`` (exact, no level) when it would
+        otherwise fall below ``T / 2``. Plain values are encoded at the scale of the primes the next rescale
+        removes (so ``rescale(mul(a, values, rescale=False))`` has exactly ``a``'s scale) when ``a``'s scale is in
+        the band of the level below, else at the scale that lands on ``T``.
+        ``auto_scale=False``: none of this (the raw product ``s_a s_b``, plain values at the divisor), for
+        circuits that plan their own scales (:mod:`hemx.circuits`).
 
         ``plain_scale`` (plain operands only) is the scale plain values are encoded at instead; a real scalar
         becomes the integer constant ``round(value * plain_scale)``, so any target scale is reachable exactly:
-        ``rescale(mul(ct, c, plain_scale=t * rescale_divisor(level) / ct.scale))`` has scale ``t``.
+        ``mul(ct, c, plain_scale=t * rescale_divisor(level) / ct.scale)`` has scale ``t``.
         """
         self._check_ct(a)
         if plain_scale is not None:
@@ -578,22 +697,58 @@ class Context:
             self._same_keys(a, b)
             if a.level != b.level or a.data.shape != b.data.shape:  # else nothing to align
                 self._check_batches(a.batch_shape, b.batch_shape)
+                if auto_scale and a.level != b.level:
+                    a, b = self._managed_operands(a, b)
                 a, b = self._align(a, b, check_scale=False)
             key = self._relin_key(keys, a)
-            self._check_product_scale(a.scale * b.scale, a.level)
+            if rescale and a.level == 0:
+                raise LevelError("no levels left: the product of two ciphertexts at level 0 cannot be rescaled "
+                                 "(no prime left to divide by); multiply earlier, bootstrap, or use parameters "
+                                 "with more levels")
             t = self.tables.level(a.level)
+            if auto_scale and a.level > 0:
+                c = self._scale_factor(a.scale * b.scale, a.level)
+                if c > 1:  # the product would fall below half the managed scale: an exact integer lifts it
+                    a = self._mul_scalar(a, 1.0, float(c))
+            self._check_product_scale(a.scale * b.scale, a.level)
             flow = self._check_dataflow(keyswitch or self.keyswitch)
             statics = dict(num_p=self.num_p, reduction=self.reduction, dataflow=flow)
             scale, is_complex = a.scale * b.scale, a.is_complex or b.is_complex
+            bound = _mul_bounds(a.bound, b.bound)
             if rescale and t.drop:  # relinearization and rescale in one ModDown
+                self._check_result_scale(scale / t.divisor, a.level - 1, "the product's rescale")
                 data = self._run(evaluator.mul_relin_rescale, (a.data, b.data, key.data), (self.plan, t), a.level,
                                  **statics)
-                return _with_data(a, data, level=a.level - 1, scale=scale / t.divisor, is_complex=is_complex)
+                return _with_data(a, data, level=a.level - 1, scale=scale / t.divisor, is_complex=is_complex,
+                                  bound=bound)
             data = self._run(evaluator.mul_relin, (a.data, b.data, key.data), (self.plan, t), a.level, **statics)
-            out = _with_data(a, data, scale=scale, is_complex=is_complex)
+            out = _with_data(a, data, scale=scale, is_complex=is_complex, bound=bound)
         else:
-            out = self._mul_plain(a, b, plain_scale)
+            out = self._mul_plain(a, b, plain_scale, auto_scale)
+            if rescale and a.level == 0 and out.scale == a.scale:  # an integer product at level 0: nothing to divide
+                return out
         return self.rescale(out) if rescale else out
+
+    def _in_band(self, scale: float, level: int) -> bool:
+        """``scale`` in the managed band ``(T / 2, T]`` of ``level`` (a relative 1e-9 of float slack above)."""
+        target = self.level_scale(level)
+        return target / 2 < scale <= target * (1 + 1e-9)
+
+    def _scale_factor(self, product_scale: float, level: int) -> int:
+        """The integer ``c >= 1`` that brings ``product_scale * c / D_level`` into the band of ``level - 1``."""
+        x = self.level_scale(level - 1) * self._divisor(level) / product_scale
+        return max(1, int(math.floor(x * (1 + 1e-9))))
+
+    def _managed_operands(self, a: Ciphertext, b: Ciphertext) -> tuple[Ciphertext, Ciphertext]:
+        """For a product at ``min`` of the levels: the higher operand, when its scale is off the band of that level
+        (a fresh ciphertext of the top level dropped to a level whose primes are other sizes), is brought to it at
+        ``level_scale`` exactly (``rescale(ct * c)`` from one level above, an exact large integer ``c``)."""
+        low, high, swap = (a, b, False) if a.level < b.level else (b, a, True)
+        if not self._in_band(high.scale, low.level):
+            target = self.level_scale(low.level)
+            if target * self._divisor(low.level + 1) / high.scale >= MIN_ALIGN_FACTOR:
+                high = self._rescale_to(self.drop_level(high, low.level + 1), target)
+        return (high, low) if swap else (low, high)
 
     @staticmethod
     def _check_plain_scale(scale) -> float:
@@ -605,7 +760,7 @@ class Context:
             raise ParameterError(f"plain_scale must be a positive finite number, got {scale!r}")
         return value
 
-    def _mul_plain(self, a: Ciphertext, b, plain_scale: float | None = None) -> Ciphertext:
+    def _mul_plain(self, a: Ciphertext, b, plain_scale: float | None = None, auto_scale: bool = False) -> Ciphertext:
         if isinstance(b, Plaintext):
             if b.context_id != self.id:
                 raise ContextMismatchError("the plaintext belongs to another context")
@@ -626,16 +781,22 @@ class Context:
                     "no levels left: at level 0 a ciphertext can only be multiplied by integers (there is no "
                     "prime left to rescale by); multiply earlier, or use parameters with more levels"
                 )
-            elif real_scalar:  # an integer constant, no encoding
-                return self._mul_scalar(a, float(z), t.divisor)
             else:
-                pt = self.encode(self._broadcast_values(b), level=a.level, scale=t.divisor)
+                # the divisor keeps a's scale through the rescale; managed, a scale off the band of the level
+                # below is brought onto its level_scale instead
+                target = t.divisor
+                if auto_scale and not self._in_band(a.scale, a.level - 1):
+                    target = self.level_scale(a.level - 1) * t.divisor / a.scale
+                if real_scalar:  # an integer constant, no encoding
+                    return self._mul_scalar(a, float(z), target)
+                pt = self.encode(self._broadcast_values(b), level=a.level, scale=target)
         self._check_batches(a.batch_shape, pt.batch_shape)
         a, pt = self._align(a, pt, check_scale=False)
         self._check_product_scale(a.scale * pt.scale, a.level)
         data = self._run(evaluator.mul_elementwise, (a.data, pt.data[..., None, :, :]), (self._elementwise_plan(),),
                          "ew", num_p=self.num_p, num_q=a.num_limbs)
-        return a.replace(data=data, scale=a.scale * pt.scale, is_complex=a.is_complex or pt.is_complex)
+        return a.replace(data=data, scale=a.scale * pt.scale, is_complex=a.is_complex or pt.is_complex,
+                         bound=_mul_bounds(a.bound, pt.bound))
 
     @staticmethod
     def _plain_values(b) -> np.ndarray:
@@ -654,6 +815,9 @@ class Context:
     def _check_product_scale(self, scale: float, level: int) -> None:
         """A product whose scale reaches the modulus would wrap around: refuse it with a clear error."""
         log_q = self._log_q(self._limbs(level))
+        if not (scale > 0 and math.isfinite(scale)):
+            raise PrecisionError(f"the product would have scale {scale!r} (the operands' scales under- or "
+                                 "overflowed a float); rescale less often, or encode at a scale near level_scale")
         if math.log2(scale) >= log_q - 1:
             raise LevelError(
                 f"the product would have scale 2^{math.log2(scale):.1f}, beyond the modulus at level {level} "
@@ -679,7 +843,7 @@ class Context:
             w = jax.device_put(modarith.known_operand(np.array([[c % int(q)] for q in qs[:, 0]], np.int64), qs))
         data = self._run(evaluator.mul_known, (a.data, w), (self._elementwise_plan(),), "ew", num_p=self.num_p,
                          num_q=n, reduction=self.reduction)
-        return a.replace(data=data, scale=a.scale * scale)
+        return a.replace(data=data, scale=a.scale * scale, bound=_mul_bounds(a.bound, abs(value)))
 
     def _relin_key(self, keys, ct: Ciphertext) -> SwitchingKey:
         if isinstance(keys, SwitchingKey):
@@ -700,9 +864,27 @@ class Context:
             raise LevelError("no levels left to rescale: the ciphertext is at level 0 (bootstrapping is not "
                              "available; use parameters with more levels)")
         t = self.tables.level(ct.level)
+        if not ct.scale / t.divisor >= 2.0 ** -30:  # nothing left of any value (and far from float underflow)
+            self._check_result_scale(ct.scale / t.divisor, ct.level - 1, "rescale")
         data = self._run(evaluator.rescale, (ct.data,), (self.plan, t), ct.level, num_p=self.num_p,
                          reduction=self.reduction)
         return _with_data(ct, data, level=ct.level - 1, scale=ct.scale / t.divisor)
+
+    def _check_result_scale(self, scale: float, level: int, what: str, mode: str = "raise") -> None:
+        """A scale too small to hold the values above the noise: PrecisionError (never silent garbage); ``mode``
+        "warn" warns (:class:`~hemx.errors.DecryptionWarning`), "off" does nothing."""
+        floor = self.params.log_n / 2 + MIN_SCALE_MARGIN_BITS
+        if mode == "off" or (scale > 0 and math.log2(scale) >= floor):
+            return
+        shown = f"2^{math.log2(scale):.1f}" if scale > 0 else f"{scale!r}"
+        msg = (f"{what}: scale {shown} at level {level} is below 2^{floor:g} (the noise after a rescale is "
+               f"~2^{self.params.log_n / 2:g}): the values would be garbage. Multiply with ctx.mul(a, b, keys) "
+               "(the default rescale=True keeps every scale at level_scale(level)), rescale only products, or "
+               "encode plain operands at a larger scale")
+        if mode == "warn":
+            warnings.warn(msg, DecryptionWarning, stacklevel=4)
+            return
+        raise PrecisionError(msg)
 
     def rotate(self, ct: Ciphertext, steps: int, keys, *, keyswitch: str | None = None) -> Ciphertext:
         """Rotate the slots left by ``steps`` (negative: right), like ``numpy.roll(values, -steps)``."""

@@ -138,7 +138,7 @@ def decode_residues(res: np.ndarray, moduli, *, n: int, slots: int, scale: float
     Only as many limbs as hold ``scale * 2^64`` are combined: their centered CRT gives the value exactly."""
     need = np.log2(scale) + 64
     count, bits = 0, 0.0
-    while count < len(moduli) and bits < need:
+    while count < len(moduli) and (bits < need or count == 0):  # at least one limb, whatever the scale
         bits += np.log2(moduli[count])
         count += 1
     coeffs = crt_centered_float(res[..., :count, :], moduli[:count])

@@ -39,7 +39,7 @@ def encrypt(ctx, pt: Plaintext, key: PublicKey | SecretKey) -> Ciphertext:
         a_s = evaluator.mul_elementwise(c1, key.ntt[num_p : num_p + num_q], ctx.plan, **ops)
         c0 = evaluator.add(evaluator.sub(e0, a_s, ctx.plan, **ops), pt.data, ctx.plan, **ops)
     data = jnp.stack([c0, c1], axis=-3)
-    return Ciphertext(data, level, pt.scale, pt.slots, pt.is_complex, ctx.id, key.key_id)
+    return Ciphertext(data, level, pt.scale, pt.slots, pt.is_complex, ctx.id, key.key_id, bound=pt.bound)
 
 
 def decrypt(ctx, ct: Ciphertext, secret: SecretKey, check: str = "raise") -> np.ndarray:

@@ -6,14 +6,17 @@ Functions of a :class:`hemx.ckks.context.Context` (its parameters, ring, sampler
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from hemx.ckks import encoder, evaluator
-from hemx.ckks.keys import KeySet, PublicKey, SecretKey, SwitchingKey, new_id
+from hemx.ckks.ciphertext import Ciphertext, Plaintext
+from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey, new_id
 from hemx.ckks.sampling import expand_seed
 from hemx.ckks.validation import check_int
 from hemx.errors import ParameterError
@@ -101,3 +104,140 @@ def uniform_half(seed: bytes, basis, n: int, digits: int) -> np.ndarray:
     """The ``a_d`` of a seeded switching key: uint32 ``(digits, len(basis), n)`` over ``basis`` (P first, then Q),
     NTT domain (a uniform polynomial is uniform in either domain; the values are stored as they are)."""
     return expand_seed(seed, basis, n, digits)
+
+
+# ------------------------------------------------------------------------------------------ key planning
+# ``ctx.keygen(for_circuits=[...])``: the rotation (Galois) and switching keys a set of circuits needs, found by
+# asking the circuits (LinearTransform.rotations, a bootstrapper's galois_elements) or by tracing a function
+# once, abstractly (jax.eval_shape: no arithmetic runs), with a key set that records every key it is asked for.
+
+class _Requests:
+    """What a traced circuit asked for (hashed by identity: static pytree data of the recorder)."""
+
+    def __init__(self):
+        self.elements: set[int] = set()
+        self.switching: set[str] = set()
+
+
+class _RecordingMapping(Mapping):
+    """A key dictionary that has every key: each lookup records its name and returns a stand-in key."""
+
+    def __init__(self, make, record):
+        self._make, self._record = make, record
+
+    def __getitem__(self, name):
+        self._record(name)
+        return self._make(name)
+
+    def __contains__(self, name) -> bool:
+        self._record(name)
+        return True
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class KeyRecorder(EvaluationKeys):
+    """Evaluation keys that record which Galois / switching keys a traced circuit uses (key planning only)."""
+
+    requests: _Requests | None = None
+
+    def __repr__(self) -> str:
+        return f"KeyRecorder(elements={sorted(self.requests.elements)})"
+
+
+def _recorder(context_id: int, key_id: int, requests: _Requests, public, switching) -> KeyRecorder:
+    ids = dict(context_id=context_id, key_id=key_id)
+    galois = _RecordingMapping(lambda g: SwitchingKey(switching, "galois", int(g), **ids),
+                               lambda g: requests.elements.add(int(g)))
+    other = _RecordingMapping(lambda name: SwitchingKey(switching, str(name), None, **ids),
+                              lambda name: requests.switching.add(str(name)))
+    return KeyRecorder(public=PublicKey(public, **ids), relin=SwitchingKey(switching, "relin", None, **ids),
+                       galois=galois, switching=other, requests=requests, **ids)
+
+
+jax.tree_util.register_pytree_node(
+    KeyRecorder,
+    lambda k: ((k.public.data, k.relin.data), (k.context_id, k.key_id, k.requests)),
+    lambda aux, leaves: _recorder(aux[0], aux[1], aux[2], *leaves),
+)
+
+
+def placeholder(ctx, *, batch: tuple[int, ...] = (), level: int | None = None, key_id: int = 0) -> Ciphertext:
+    """A ciphertext of ``ctx`` with abstract data (``jax.ShapeDtypeStruct``), for tracing a circuit before any key
+    exists (``ctx.keygen(for_circuits=[(fn, placeholder(ctx, level=3))])``): fresh-encryption metadata at
+    ``level`` (default the top level), ``batch`` leading axes, key set ``key_id``."""
+    pt = jax.eval_shape(lambda: ctx.encode(np.zeros(tuple(batch) + (ctx.slots,)), level=level))
+    shape = tuple(pt.data.shape[:-2]) + (2,) + tuple(pt.data.shape[-2:])
+    return Ciphertext(data=jax.ShapeDtypeStruct(shape, np.uint32), level=pt.level, scale=pt.scale, slots=pt.slots,
+                      is_complex=False, context_id=ctx.id, key_id=key_id)
+
+
+def trace_requirements(ctx, fn: Callable, args: tuple) -> _Requests:
+    """The keys ``fn(*args, keys)`` asks for, traced once abstractly. Ciphertexts / plaintexts in ``args`` are
+    traced (their data may be ``jax.ShapeDtypeStruct``); anything else (matrices, coefficients) is passed as is."""
+    leaves, treedef = jax.tree_util.tree_flatten(args, is_leaf=lambda x: isinstance(x, (Ciphertext, Plaintext)))
+    where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, (Ciphertext, Plaintext))]
+    key_ids = {leaves[i].key_id for i in where if isinstance(leaves[i], Ciphertext)}
+    if len(key_ids) > 1:
+        raise ParameterError("the example ciphertexts of a traced circuit belong to different key sets")
+    requests = _Requests()
+    p = ctx.params
+    m = ctx.num_p + p.num_limbs
+    recorder = _recorder(ctx.id, key_ids.pop() if key_ids else 0, requests,
+                         jax.ShapeDtypeStruct((2, p.num_limbs, p.n), np.uint32),
+                         jax.ShapeDtypeStruct((len(p.digits()), 2, m, p.n), np.uint32))
+
+    def run(traced, keys):
+        full = list(leaves)
+        for i, x in zip(where, traced):
+            full[i] = x
+        return fn(*jax.tree_util.tree_unflatten(treedef, full), keys)
+
+    jax.eval_shape(run, [leaves[i] for i in where], recorder)
+    return requests
+
+
+def plan_keys(ctx, circuits: Iterable) -> tuple[list[int], set[int], bool]:
+    """``(steps, galois_elements, bootstrap)`` that ``circuits`` need (``Context.keygen(for_circuits=...)``).
+
+    Each circuit is one of: an object with ``rotations`` (steps, e.g. a :class:`~hemx.circuits.LinearTransform`);
+    an object with ``galois_elements`` (e.g. a bootstrapper, which also needs the bootstrapping keys);
+    ``"sum_slots"`` (power-of-two steps below the slot count); ``"bootstrap"``; a function ``fn(ct, keys)`` traced
+    once on a fresh top-level ciphertext (:func:`placeholder`); or a tuple ``(fn, *args)`` traced as
+    ``fn(*args, keys)``, whose ciphertext arguments may be real or :func:`placeholder` ones.
+    """
+    if isinstance(circuits, (str, bytes)) or callable(circuits) or not isinstance(circuits, Iterable):
+        circuits = [circuits]
+    steps: list[int] = []
+    elements: set[int] = set()
+    bootstrap = False
+    for item in circuits:
+        if isinstance(item, str):
+            if item == "sum_slots":
+                steps += rotation_steps("power_of_two", ctx.slots)
+            elif item == "bootstrap":
+                bootstrap = True
+            else:
+                raise ParameterError(f"unknown circuit name {item!r}; use 'sum_slots' or 'bootstrap'")
+        elif hasattr(item, "galois_elements") and hasattr(item, "encapsulation_weight"):
+            bootstrap = True
+        elif hasattr(item, "rotations") and not callable(item):
+            steps += rotation_steps(list(item.rotations), ctx.slots)
+        elif isinstance(item, tuple) and item and callable(item[0]):
+            requests = trace_requirements(ctx, item[0], tuple(item[1:]))
+            elements |= requests.elements
+            bootstrap |= bool(requests.switching)
+        elif callable(item):
+            requests = trace_requirements(ctx, item, (placeholder(ctx),))
+            elements |= requests.elements
+            bootstrap |= bool(requests.switching)
+        else:
+            raise ParameterError(
+                "for_circuits takes LinearTransform-like objects (with .rotations), 'sum_slots', 'bootstrap', "
+                f"functions fn(ct, keys) or tuples (fn, *example_args); got {item!r}")
+    return steps, elements, bootstrap

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from typing import Mapping
 
@@ -48,6 +49,13 @@ class PublicKey:
 
     def __repr__(self) -> str:
         return f"PublicKey(key_id={self.key_id})"
+
+
+# Keys are pytrees (issue 26): their arrays are leaves, so ``jax.jit`` / ``jax.export`` take them as arguments
+# (one compiled program for every key set of the same parameters) instead of baking them in as constants; the
+# ids, kinds and Galois elements are static (hashable) data, so the context's key checks run while tracing.
+jax.tree_util.register_dataclass(SecretKey, data_fields=["coeffs", "ntt"], meta_fields=["context_id", "key_id"])
+jax.tree_util.register_dataclass(PublicKey, data_fields=["data"], meta_fields=["context_id", "key_id"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +131,27 @@ class EvaluationKeys:
             raise MissingKeyError("no relinearization key; generate keys with ctx.keygen(relin=True)")
         return self.relin
 
+    @property
+    def n(self) -> int:
+        """The ring degree N of the keys."""
+        return int(self.public.data.shape[-1])
+
+    @property
+    def rotations(self) -> list[int]:
+        """The slot rotation steps the Galois keys serve, in ``(-N/4, N/4]`` (``-1`` is a rotation right by one),
+        ordered by size (1, -1, 2, 4, ...). Steps are taken modulo N/2 (a context with fewer slots rotates by
+        ``step % slots``, so its key for ``-1`` is listed as ``slots - 1`` only when ``slots < N/2``)."""
+        steps = [rotation_step(self.n, g) for g in self.galois]
+        return sorted((s for s in steps if s is not None), key=lambda s: (abs(s), s < 0))
+
+    @property
+    def conjugation(self) -> bool:
+        """Whether the conjugation key is present."""
+        return 2 * self.n - 1 in self.galois
+
+    def __repr__(self) -> str:
+        return f"EvaluationKeys({_describe(self)})"
+
 
 @dataclasses.dataclass(frozen=True)
 class KeySet(EvaluationKeys):
@@ -135,4 +164,38 @@ class KeySet(EvaluationKeys):
                               dict(self.switching))
 
     def __repr__(self) -> str:
-        return f"KeySet(key_id={self.key_id}, relin={self.relin is not None}, galois={sorted(self.galois)})"
+        return f"KeySet({_describe(self)})"
+
+
+def _describe(keys: EvaluationKeys) -> str:
+    """``key_id=.., relin=.., rotations=[1, -1, 2], conjugation=..`` (steps, not Galois elements)."""
+    other = [g for g in keys.galois if rotation_step(keys.n, g) is None and g != 2 * keys.n - 1]
+    extra = f", galois_elements={sorted(other)}" if other else ""
+    switching = f", switching={sorted(keys.switching)}" if keys.switching else ""
+    return (f"key_id={keys.key_id}, relin={keys.relin is not None}, rotations={keys.rotations}, "
+            f"conjugation={keys.conjugation}{extra}{switching}")
+
+
+@functools.lru_cache(maxsize=16)
+def _steps_of(n: int) -> dict[int, int]:
+    """``{5^r mod 2N: r}`` for ``r`` in ``[0, N/2)``."""
+    out, g = {}, 1
+    for r in range(max(n // 2, 1)):
+        out.setdefault(g, r)
+        g = g * 5 % (2 * n)
+    return out
+
+
+def rotation_step(n: int, g: int) -> int | None:
+    """The slot rotation step of Galois element ``g`` (``galois_element(n, step) == g``), signed into
+    ``(-N/4, N/4]``; None when ``g`` is not a rotation (e.g. conjugation, ``2N - 1``)."""
+    r = _steps_of(int(n)).get(int(g))
+    if r is None:
+        return None
+    half = n // 2
+    return r - half if r > half // 2 else r
+
+
+_EVAL_DATA = ["public", "relin", "galois", "switching"]
+jax.tree_util.register_dataclass(EvaluationKeys, data_fields=_EVAL_DATA, meta_fields=["context_id", "key_id"])
+jax.tree_util.register_dataclass(KeySet, data_fields=_EVAL_DATA + ["secret"], meta_fields=["context_id", "key_id"])

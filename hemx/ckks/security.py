@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 
-from hemx.errors import SecurityError
+from hemx.errors import SecurityError, external_stacklevel
 
 MAX_LOG_QP_128_TERNARY: dict[int, int] = {
     1 << 10: 27,
@@ -50,5 +50,6 @@ def check_security(n: int, log_qp: float, *, sparse_secret: bool, allow_insecure
             f"parameters are not 128-bit secure: {msg}. Use a larger N or fewer/smaller primes, or pass "
             "allow_insecure=True for experiments and benchmarks."
         )
-    warnings.warn(f"insecure CKKS parameters (allowed explicitly): {msg}", InsecureParametersWarning, stacklevel=3)
+    warnings.warn(f"insecure CKKS parameters (allowed explicitly): {msg}", InsecureParametersWarning,
+                  stacklevel=external_stacklevel())  # the caller's line, not hemx's
     return False

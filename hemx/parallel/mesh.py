@@ -30,7 +30,13 @@ AXES: tuple[str, str] = (BATCH, LIMBS)
 
 def check_mesh(mesh) -> Mesh:
     """``mesh`` if it is a ``jax.sharding.Mesh`` whose axes are exactly ``"batch"`` and ``"limbs"`` (either
-    order, either of size 1); ParameterError otherwise."""
+    order, either of size 1); ParameterError otherwise.
+
+    A mesh with explicit or manual axis types (``jax.make_mesh``'s default) is returned as the same mesh with
+    auto axis types: hemx places its arrays with ``NamedSharding`` / ``with_sharding_constraint`` and lets XLA
+    propagate shardings through its kernels (gathers, mixed-sharding operands), which explicit axes refuse
+    with ``ShardingTypeError``. Same devices, same names, same placement: results are bit-identical.
+    """
     if not isinstance(mesh, Mesh):
         raise ParameterError(f"mesh must be a jax.sharding.Mesh with axes {AXES}, got {type(mesh).__name__}")
     names = tuple(mesh.axis_names)
@@ -38,7 +44,16 @@ def check_mesh(mesh) -> Mesh:
         raise ParameterError(f"the mesh's axes must be named {AXES} (either may have size 1); got {names}")
     if mesh.devices.size < 1:
         raise ParameterError("the mesh has no devices")
-    return mesh
+    return auto_axes(mesh)
+
+
+def auto_axes(mesh: Mesh) -> Mesh:
+    """``mesh`` with every axis of type ``jax.sharding.AxisType.Auto`` (itself when it already is)."""
+    axis_type = getattr(jax.sharding, "AxisType", None)
+    types = getattr(mesh, "axis_types", None)
+    if axis_type is None or types is None or all(t == axis_type.Auto for t in types):
+        return mesh
+    return Mesh(mesh.devices, mesh.axis_names, axis_types=(axis_type.Auto,) * len(mesh.axis_names))
 
 
 def make_mesh(batch: int, limbs: int, devices: Sequence | None = None) -> Mesh:

@@ -22,7 +22,7 @@ from hemx.ckks import Sampler
 from hemx.circuits.bootstrap import Bootstrapper, EvalMod, bound_for
 from hemx.circuits.bootstrap import dft
 from hemx.circuits import polynomial_depth
-from hemx.errors import LevelError, MissingKeyError, ParameterError
+from hemx.errors import BoundError, LevelError, MissingKeyError, ParameterError
 
 from tests.helpers.ckks_helpers import INSECURE, bits_of, small_params
 
@@ -181,6 +181,36 @@ def test_chain_of_five_bootstraps_with_products():
     assert stats.min_bits >= MEASURED["chain5"] - MARGIN
 
 
+def test_bootstrap_refuses_values_beyond_the_supported_bound():
+    """ct.bound (max |x| at encryption, propagated) beyond what the message ratio supports: BoundError naming the
+    bound, the supported one and the options; on_bound="warn" warns and bootstraps (one execution here)."""
+    ctx, bt, keys = boot12()
+    assert bt.supported_bound == 8.0 and ctx.bootstrapper(message_ratio=13).supported_bound == 32.0
+    rng = np.random.default_rng(21)
+    big = ctx.encrypt(rng.uniform(-40, 40, ctx.slots), keys)
+    assert big.bound == 64.0  # max |x| ~ 40, rounded up to a power of two
+    with pytest.raises(BoundError, match=r"64.*exceeds the 8 .*message ratio 11.*on_bound='warn'"):
+        ctx.bootstrap(big, keys)
+    with pytest.raises(BoundError, match="exceeds the 32"):
+        ctx.bootstrap(big, keys, message_ratio=13)
+    x = rng.uniform(-12, 12, ctx.slots)
+    ct = ctx.encrypt(x, keys, bound=12.0)  # a declared bound: 12 > 8, but a larger ratio supports it
+    with pytest.raises(BoundError, match="message_ratio=13"):
+        bt.bootstrap(ct, keys)
+    with pytest.raises(ParameterError, match="on_bound"):
+        ctx.bootstrap(ct, keys, on_bound="ignore")
+    # a product's bound is propagated: two values of bound 4 multiply to 16, refused
+    four = ctx.encrypt(rng.uniform(-4, 4, ctx.slots), keys, bound=4.0)
+    with pytest.raises(BoundError):
+        ctx.bootstrap(ctx.mul(four, four, keys), keys)
+    with pytest.warns(hemx.errors.BoundWarning, match="exceeds the 8"):
+        out = ctx.bootstrap(ct, keys, on_bound="warn")
+    assert out.bound == 12.0 and out.level == 3
+    stats = bits_of(x, ctx.decrypt(out, keys))
+    print("bound 12 at the default ratio", stats)  # measured ~20-21 bits (uniform [-16, 16]: 20.0)
+    assert stats.min_bits >= 17.0
+
+
 def test_errors_and_parameters_without_room():
     with pytest.raises(LevelError):
         Bootstrapper(hemx.Context(small_params(10, 4), ntt="mat3"))
@@ -231,8 +261,11 @@ def test_message_ratio_trades_noise_for_the_sine_error():
     bits = {}
     for name, b in (("low", low), ("high", high)):
         for label, v in (("uniform", x), ("ones", ones)):
-            out = b.bootstrap(ctx.drop_level(ctx.encrypt(v, keys), 0), keys)
-            assert out.level == 3 and out.scale == pytest.approx(ctx.params.scale, rel=1e-12)
+            inp = ctx.drop_level(ctx.encrypt(v, keys), 0)
+            out = b.bootstrap(inp, keys)
+            # exactly the input's scale (a fresh one is level_scale(top), within 2^-0.01 of the parameters' scale)
+            assert out.level == 3 and out.scale == pytest.approx(inp.scale, rel=1e-12)
+            assert inp.scale == pytest.approx(ctx.params.scale, rel=0.01)
             bits[name, label] = _mean_bits(v, ctx.decrypt(out, keys))
     print("message ratio", bits)  # measured: uniform 28.3 (8) vs 24.9 (13); ones 15.0 (8) vs 24.7 (13)
     assert bits["low", "uniform"] >= bits["high", "uniform"] + 2.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -165,7 +167,11 @@ def test_context_encode_decode_every_level(level):
     rng = np.random.default_rng(level)
     z = uniform(rng, ctx.slots)
     pt = ctx.encode(z, level=level)
-    assert pt.level == level and pt.scale == ctx.params.scale and pt.slots == ctx.slots and not pt.is_complex
+    # the default scale is the level's managed scale (it follows the primes dropped; the parameters' scale at 0)
+    assert pt.level == level and pt.scale == ctx.level_scale(level) and pt.slots == ctx.slots and not pt.is_complex
+    assert ctx.level_scale(0) == ctx.params.scale
+    assert pt.bound >= np.max(np.abs(z)) > pt.bound / 2  # max |value| rounded up to a power of two
+    assert math.log2(pt.bound) == round(math.log2(pt.bound))
     assert pt.data.shape == (ctx.params.limbs_at_level(level), ctx.params.n)
     assert pt.data.dtype == np.uint32
     got = ctx.decode(pt)

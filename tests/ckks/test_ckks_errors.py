@@ -85,7 +85,7 @@ def test_ciphertexts_from_different_contexts(main, cts, other_context):
     with pytest.raises(ContextMismatchError):
         ctx.sub(a, oct_)
     with pytest.raises(ContextMismatchError):
-        ctx.mul(a, oct_, keys)
+        ctx.mul(a, oct_, keys, rescale=False)
     with pytest.raises(ContextMismatchError):
         octx.add(a, a)
     with pytest.raises(ContextMismatchError):
@@ -105,7 +105,7 @@ def test_keys_and_plaintexts_from_different_contexts(main, cts, other_context):
     with pytest.raises(ContextMismatchError, match="generate keys with this context"):
         ctx.encrypt(np.ones(4), okeys)
     with pytest.raises(ContextMismatchError):
-        ctx.mul(a, b, okeys)
+        ctx.mul(a, b, okeys, rescale=False)
     with pytest.raises(ContextMismatchError):
         ctx.rotate(a, 1, okeys)
     opt = octx.encode(np.ones(4))
@@ -141,9 +141,9 @@ def test_mul_by_plaintext_of_another_context(main, cts):
 def test_scale_mismatch_after_rescale(main, cts):
     ctx, keys = main
     x, y, a, b = cts
-    prod = ctx.mul(a, b, keys, rescale=True)  # scale 2^112 / (q_7 q_6), not 2^56: add/sub align it (test_scales)
-    assert prod.scale != a.scale
-    unrescaled = ctx.mul(a, b, keys)  # scale 2^112: genuinely different
+    prod = ctx.mul(a, b, keys, rescale=True)  # managed: level_scale(2) (or within 2x of it): add/sub align it
+    assert ctx.level_scale(prod.level) / 2 < prod.scale <= ctx.level_scale(prod.level) * (1 + 1e-9)
+    unrescaled = ctx.mul(a, b, keys, rescale=False)  # scale 2^112: genuinely different
     for op in (ctx.add, ctx.sub):
         with pytest.raises(ScaleMismatchError, match="different scales"):
             op(unrescaled, a)
@@ -169,11 +169,12 @@ def test_add_aligns_levels(main, cts):
     out = ctx.sub(a, low)
     assert out.level == 1
     check_bits("sub across levels 3 and 1", x - y, ctx.decrypt(out, keys), FRESH_BITS)
-    # a plaintext at another level is aligned too
-    out = ctx.add(ctx.drop_level(a, 0), ctx.encode(y, level=2))
+    # a plaintext at another level is aligned too (encoded at the ciphertext's scale: encode's default scale is
+    # the managed scale of the level it is encoded at, level_scale(2), not a fresh top-level ciphertext's)
+    out = ctx.add(ctx.drop_level(a, 0), ctx.encode(y, level=2, scale=a.scale))
     assert out.level == 0
     check_bits("add level-0 ct + level-2 plaintext", x + y, ctx.decrypt(out, keys), FRESH_BITS)
-    out = ctx.add(a, ctx.encode(y, level=1))
+    out = ctx.add(a, ctx.encode(y, level=1, scale=a.scale))
     assert out.level == 1
     check_bits("add level-3 ct + level-1 plaintext", x + y, ctx.decrypt(out, keys), FRESH_BITS)
 
@@ -218,7 +219,7 @@ def test_missing_conjugation_and_relin_keys(cts):
     with pytest.raises(MissingKeyError, match="conjugation=True"):
         ctx.conjugate(a, keys)
     with pytest.raises(MissingKeyError, match="relin"):
-        ctx.mul(a, a, keys)
+        ctx.mul(a, a, keys, rescale=False)
     # what the keys do cover still works
     check_bits("rotate with a relin-less key set", np.roll(np.r_[x, np.zeros(ctx.slots - 8)], -1),
                ctx.decrypt(ctx.rotate(a, 1, keys), keys), FRESH_BITS)
@@ -239,9 +240,9 @@ def test_decrypt_with_another_secret(main, cts, second_keys):
     with pytest.raises(KeyMismatchError):
         ctx.add(a, ct2)
     with pytest.raises(KeyMismatchError):
-        ctx.mul(a, ct2, keys)
+        ctx.mul(a, ct2, keys, rescale=False)
     with pytest.raises(KeyMismatchError):
-        ctx.mul(a, b, keys2)
+        ctx.mul(a, b, keys2, rescale=False)
     with pytest.raises(KeyMismatchError):
         ctx.rotate(a, 1, keys2)
 
@@ -250,12 +251,12 @@ def test_wrong_key_objects(main, cts):
     ctx, keys = main
     _, _, a, b = cts
     with pytest.raises(ParameterError, match="relinearization"):
-        ctx.mul(a, b)  # no keys
+        ctx.mul(a, b, rescale=False)  # no keys
     with pytest.raises(ParameterError, match="relinearization"):
         ctx.mul(a, b, None, rescale=True)
     rot_key = keys.galois[next(iter(keys.galois))]
     with pytest.raises(ParameterError, match="relinearization key"):
-        ctx.mul(a, b, rot_key)
+        ctx.mul(a, b, rot_key, rescale=False)
     with pytest.raises(ParameterError, match="Galois"):
         ctx.rotate(a, 1, None)
     with pytest.raises(ParameterError, match="Galois element"):

@@ -70,7 +70,9 @@ def test_encrypt_decrypt(main, which):
     ct = ctx.encrypt(x, key)
     p = ctx.params
     assert isinstance(ct, Ciphertext)
-    assert ct.level == p.max_level and ct.scale == p.scale and ct.slots == ctx.slots and not ct.is_complex
+    # a fresh ciphertext is at the top level's managed scale (it follows the primes; ~ the parameters' scale)
+    assert ct.level == p.max_level and ct.scale == ctx.level_scale(p.max_level) and ct.slots == ctx.slots
+    assert not ct.is_complex and abs(math.log2(ct.scale) - p.log_scale) < 0.1
     assert ct.data.shape == (2, p.num_limbs, p.n) and ct.data.dtype == np.uint32
     assert ct.batch_shape == () and ct.num_limbs == p.num_limbs
     assert ct.key_id == keys.key_id and ct.context_id == ctx.id
@@ -196,7 +198,7 @@ def test_mul_ciphertexts_relin_rescale(main, data):
     ctx, keys = main
     x, y, a, b = data
     p = ctx.params
-    raw = ctx.mul(a, b, keys)
+    raw = ctx.mul(a, b, keys, rescale=False)
     assert raw.level == p.max_level and raw.scale == a.scale * b.scale
     assert raw.data.shape == a.data.shape  # relinearized: two components
     check_bits("ct * ct (relin, no rescale)", x * y, ctx.decrypt(raw, keys), MUL)
@@ -386,7 +388,7 @@ def test_scalar_product_at_level_zero(main, data):
     ctx, keys = main
     x, _, a, _ = data
     a0 = ctx.drop_level(a, 0)
-    out = ctx.mul(a0, 2.0)
+    out = ctx.mul(a0, 2.0, rescale=False)
     assert out.level == 0
     check_bits("level 0: ct * 2.0", 2 * x, ctx.decrypt(out, keys), "n12/level0_scalar")
 

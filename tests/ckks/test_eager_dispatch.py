@@ -84,7 +84,7 @@ def test_eager_ops_equal_the_evaluator_kernels(setup):
     _same(ctx.add(a, b).data, evaluator.add(a.data, b.data, ctx.plan, **ew))
     _same(ctx.sub(a, b).data, evaluator.sub(a.data, b.data, ctx.plan, **ew))
     _same(ctx.negate(a).data, evaluator.negate(a.data, ctx.plan, **ew))
-    _same(ctx.mul(a, b, keys).data, evaluator.mul_relin(a.data, b.data, relin.data, ctx.plan, t, **ks))
+    _same(ctx.mul(a, b, keys, rescale=False).data, evaluator.mul_relin(a.data, b.data, relin.data, ctx.plan, t, **ks))
     _same(ctx.mul(a, b, keys, rescale=True).data,
           evaluator.mul_relin_rescale(a.data, b.data, relin.data, ctx.plan, t, **ks))
     _same(ctx.rescale(a).data, evaluator.rescale(a.data, ctx.plan, t, num_p=ctx.num_p, reduction=ctx.reduction))
@@ -168,7 +168,7 @@ def test_input_checks_still_raise(setup):
     with pytest.raises(ContextMismatchError):
         ctx.add(a, c)
     with pytest.raises(ContextMismatchError):
-        ctx.mul(a, c, keys)
+        ctx.mul(a, c, keys, rescale=False)
     with pytest.raises(SlotError):
         ctx.add(a, "x")
     same_ctx_other_keys = ctx.keygen()
@@ -176,11 +176,11 @@ def test_input_checks_still_raise(setup):
     with pytest.raises(KeyMismatchError):
         ctx.add(a, d)
     with pytest.raises(KeyMismatchError):
-        ctx.mul(a, d, keys)
+        ctx.mul(a, d, keys, rescale=False)
     with pytest.raises(ScaleMismatchError):
         ctx.add(a, a.replace(scale=a.scale * 4))
     with pytest.raises(ParameterError):
-        ctx.mul(a, b)  # no relinearization key
+        ctx.mul(a, b, rescale=False)  # no relinearization key
     with pytest.raises(ParameterError):
         ctx.rotate(a, 1, None)
     with pytest.raises(LevelError):

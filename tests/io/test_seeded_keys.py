@@ -76,7 +76,7 @@ def rotation_error(ctx, keys, secret, steps: int = 1) -> float:
 def mul_error(ctx, keys, secret) -> float:
     x = np.random.default_rng(8).uniform(-1, 1, ctx.slots)
     ct = ctx.encrypt(x, keys.public)
-    return float(np.max(np.abs(ctx.decrypt(ctx.mul(ct, ct, keys), secret).real - x * x)))
+    return float(np.max(np.abs(ctx.decrypt(ctx.mul(ct, ct, keys, rescale=False), secret).real - x * x)))
 
 
 # ------------------------------------------------------------------------------------------------------------

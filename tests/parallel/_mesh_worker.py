@@ -2,10 +2,14 @@
 
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8 python -m tests.parallel._mesh_worker``
 
-For each mesh (8x1, 2x4, 1x8) a sharded context and an unsharded one with the same parameters, NTT method and
-``Sampler.insecure_for_tests(seed)`` generate keys and encrypt the same batch; add, mul+rescale, rotate, a linear
-transform and a polynomial run on both, and the summary records, per mesh and operation, whether the residues
-are bit-identical and how the sharded output is placed. A ``jit`` entry runs a few operations inside one
+For each mesh (8x1, 2x4, 1x8), made by ``hemx.parallel.make_mesh`` (auto axes) and by ``jax.make_mesh``
+(explicit axes, JAX's default; key ``"8x1/jax"`` etc.), a sharded context and an unsharded one with the same
+parameters, NTT method and ``Sampler.insecure_for_tests(seed)`` generate keys and encrypt the same batch (public
+and secret key); every evaluation method of ``Context`` (add, sub, negate, mul, plain and scalar products, rescale,
+drop_level, rotate, rotate_many, conjugate, switch_key, sum_slots), a linear transform and a polynomial run on
+both, plus encode / decode / decrypt, and the summary records, per mesh and operation, whether the results are
+bit-identical and how the sharded output is placed. A persistent compilation cache in a temporary directory lets
+the ``jax.make_mesh`` pass reuse the programs of the equal auto-axes mesh (hemx converts it). A ``jit`` entry runs a few operations inside one
 ``jax.jit`` trace on the 2x4 mesh (the ``with_sharding_constraint`` path).
 """
 
@@ -29,6 +33,7 @@ BATCH = 8
 MESHES = ((8, 1), (2, 4), (1, 8))
 DIAGONALS = (0, 1)  # a sparse linear transform: one rotation key (step 1, shared with rotate)
 POLY = (0.1, 0.5, -0.25, 0.125)  # degree 3, depth 2
+MAKERS = ("hemx", "jax")  # hemx.parallel.make_mesh (auto axes), jax.make_mesh (explicit axes)
 
 
 def placement(arr) -> dict:
@@ -58,6 +63,11 @@ def main() -> dict:
 
     warnings.simplefilter("ignore", InsecureParametersWarning)
     assert jax.device_count() == 8, jax.devices()
+    import tempfile
+
+    jax.config.update("jax_compilation_cache_dir", tempfile.mkdtemp(prefix="hemx-mesh-worker-"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     params = hemx.CKKSParameters.create(LOG_N, levels=LEVELS, dnum=DNUM, base_bits=(31, 31), allow_insecure=True,
                                         primes_per_level=2, prime_bits=28, special_bits=31)
     rng = np.random.default_rng(3)
@@ -71,7 +81,7 @@ def main() -> dict:
         ctx = hemx.Context(params, ntt="mat3", reduction="shoup", planning="off", mesh=mesh,
                            sampler=Sampler.insecure_for_tests(SEED))
         lt = LinearTransform(ctx, diags)
-        keys = ctx.keygen(rotations=sorted(set(lt.rotations) | {1}))
+        keys = ctx.keygen(rotations=sorted(set(lt.rotations) | {1, 2, 4, 8, 16}), conjugation=True)
         a, b = ctx.encrypt(x, keys), ctx.encrypt(y, keys)
         return ctx, lt, keys, a, b
 
@@ -87,6 +97,17 @@ def main() -> dict:
                 "rotate": ctx.rotate(a, 1, keys),
                 "linear_transform": lt.apply(a, keys),
                 "polynomial": evaluate_polynomial(ctx, a, POLY, keys),
+                "sub": ctx.sub(a, b),
+                "negate": ctx.negate(a),
+                "mul": ctx.mul(a, b, keys, rescale=False),
+                "mul_plain": ctx.mul(a, y[0], rescale=True),
+                "mul_scalar": ctx.mul(a, 0.5, rescale=False),
+                "rescale": ctx.rescale(ctx.mul(a, 0.5, rescale=False)),
+                "drop_level": ctx.drop_level(a, 1),
+                "rotate_many": ctx.rotate_many(a, [0, 2], keys)[1],
+                "conjugate": ctx.conjugate(a, keys),
+                "switch_key": ctx.switch_key(a, keys.galois[min(keys.galois)]),
+                "sum_slots": ctx.sum_slots(a, keys),
             }
 
         lowered = jax.jit(f).trace(a, b).lower()
@@ -99,29 +120,44 @@ def main() -> dict:
     ref = run_ops(ref_ctx, ref_lt, ref_keys, ref_a, ref_b)
     want = {name: np.asarray(ct.data) for name, ct in ref.items()}
     want["encrypt"] = np.asarray(ref_a.data)
+    ref_sk = ref_ctx.encrypt(x, ref_keys.secret)
+    want["encrypt_secret"] = np.asarray(ref_sk.data)
+    ref_pt = ref_ctx.encode(x)
+    want_plain = {"encode": np.asarray(ref_pt.data), "decode": ref_ctx.decode(ref_pt),
+                  "decrypt": ref_ctx.decrypt(ref_sk, ref_keys)}
     summary["reference_s"] = time.perf_counter() - t0
     summary["reference_native_custom_calls"] = custom_calls[0]
     dec = ref_ctx.decrypt(ref["mul_rescale"], ref_keys)
     summary["mul_rescale_max_error"] = float(np.max(np.abs(dec - x * y)))
 
-    for rows, cols in MESHES:
+    for (rows, cols), maker in [(m, k) for k in MAKERS for m in MESHES]:
         t0 = time.perf_counter()
-        mesh = parallel.make_mesh(rows, cols)
+        if maker == "hemx":
+            mesh = parallel.make_mesh(rows, cols)
+        else:  # JAX's documented way: explicit axis types by default
+            mesh = jax.make_mesh((rows, cols), ("batch", "limbs"))
         ctx, lt, keys, a, b = build(mesh)
-        entry: dict = {"build_s": time.perf_counter() - t0, "ops": {}}
+        entry: dict = {"build_s": time.perf_counter() - t0, "ops": {}, "maker": maker,
+                       "axis_types": [str(t) for t in getattr(mesh, "axis_types", ())]}
         # eager (outside any trace): results placed with device_put
-        eager = {"encrypt": a, "eager_add": ctx.add(a, b), "eager_mul_rescale": ctx.mul(a, b, keys, rescale=True)}
+        sk = ctx.encrypt(x, keys.secret)
+        eager = {"encrypt": a, "encrypt_secret": sk, "eager_add": ctx.add(a, b),
+                 "eager_mul_rescale": ctx.mul(a, b, keys, rescale=True)}
+        pt = ctx.encode(x)
+        entry["plain"] = {"encode": bool(np.array_equal(np.asarray(pt.data), want_plain["encode"])),
+                          "decode": bool(np.array_equal(ctx.decode(pt), want_plain["decode"])),
+                          "decrypt": bool(np.array_equal(ctx.decrypt(sk, keys), want_plain["decrypt"]))}
         entry["eager_s"] = time.perf_counter() - t0 - entry["build_s"]
         got = dict(eager, **run_ops(ctx, lt, keys, a, b))
         entry["jit_s"] = time.perf_counter() - t0 - entry["build_s"] - entry["eager_s"]
         for name, ct in got.items():
             data = ct.data
             base = name.removeprefix("eager_")
+            like = ref_a if base.startswith("encrypt") else ref[base]
             entry["ops"][name] = {
                 "identical": bool(np.array_equal(np.asarray(data), want[base])),
                 "level": ct.level,
-                "same_meta": (ct.level, ct.scale) == ((ref_a if base == "encrypt" else ref[base]).level,
-                                                      (ref_a if base == "encrypt" else ref[base]).scale),
+                "same_meta": (ct.level, ct.scale) == (like.level, like.scale),
                 **placement(data),
             }
         entry["native_custom_calls"] = custom_calls[0]
@@ -129,7 +165,7 @@ def main() -> dict:
                          "secret_ntt": placement(keys.secret.ntt)}
         entry["decrypt_equal"] = bool(np.array_equal(ctx.decrypt(got["mul_rescale"], keys), dec))
         entry["seconds"] = time.perf_counter() - t0
-        summary["meshes"][f"{rows}x{cols}"] = entry
+        summary["meshes"][f"{rows}x{cols}" + ("" if maker == "hemx" else "/jax")] = entry
     return summary
 
 

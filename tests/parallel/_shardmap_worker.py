@@ -67,7 +67,7 @@ def main() -> dict:
         def f(a, b):
             # (a * a, not a * b: XLA would merge the two key switches' identical ModUp exchanges)
             r1 = ctx.mul(a, a, keys, rescale=True, keyswitch=flow)  # 12 -> 10 limbs, rescale folded
-            m = ctx.mul(a, b, keys, keyswitch=flow)
+            m = ctx.mul(a, b, keys, keyswitch=flow, rescale=False)
             res = {"mul": m, "mul_rescale": r1, "conjugate_10": ctx.conjugate(r1, keys, keyswitch=flow),
                    "rescale": ctx.rescale(m), "rescale_10": ctx.rescale(r1)}  # standalone: 12 -> 10, 10 -> 8
             if hoisted:

@@ -27,7 +27,7 @@ def main() -> dict:
     keys = ctx.keygen()
     x = np.linspace(-1, 1, ctx.slots)
     a = ctx.encrypt(x, keys)
-    compiled = jax.jit(lambda u, v: ctx.mul(u, v, keys)).lower(a, a).compile()
+    compiled = jax.jit(lambda u, v: ctx.mul(u, v, keys, rescale=False)).lower(a, a).compile()
     text = compiled.as_text()
     prod = compiled(a, a)
     out = prod.data

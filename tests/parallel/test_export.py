@@ -143,9 +143,9 @@ def ckks_case():
 
     def f(a, b):
         return {
-            "mul": ctx.mul(a, b, keys),
+            "mul": ctx.mul(a, b, keys, rescale=False),
             "mul_rescale": ctx.mul(a, b, keys, rescale=True),
-            "rescale": ctx.rescale(ctx.mul(a, 0.5)),
+            "rescale": ctx.rescale(ctx.mul(a, 0.5, rescale=False)),
             "rotate": ctx.rotate(a, 1, keys),
             "linear_transform": lt.apply(a, keys),
             "polynomial": evaluate_polynomial(ctx, a, (0.1, 0.5, -0.25, 0.125), keys),

@@ -25,9 +25,12 @@ from hemx.errors import ParameterError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT_S = 400
-OPS = ("add", "mul_rescale", "rotate", "linear_transform", "polynomial")
-EAGER = ("encrypt", "eager_add", "eager_mul_rescale")
-MESHES = ("8x1", "2x4", "1x8")
+OPS = ("add", "mul_rescale", "rotate", "linear_transform", "polynomial", "sub", "negate", "mul", "mul_plain",
+       "mul_scalar", "rescale", "drop_level", "rotate_many", "conjugate", "switch_key", "sum_slots")
+EAGER = ("encrypt", "encrypt_secret", "eager_add", "eager_mul_rescale")
+MESHES = ("8x1", "2x4", "1x8")  # made by hemx.parallel.make_mesh (auto axes)
+# the same meshes made by jax.make_mesh (explicit axis types, JAX's default): hemx converts them to auto axes
+ALL_MESHES = MESHES + tuple(f"{m}/jax" for m in MESHES)
 
 
 def run_worker(module: str, *, devices: int, timeout: float = TIMEOUT_S, extra_env: dict | None = None) -> dict:
@@ -52,7 +55,7 @@ def test_eight_devices_and_a_working_reference(summary):
     assert summary["reference_native_custom_calls"] >= 0
 
 
-@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("mesh", ALL_MESHES)
 @pytest.mark.parametrize("op", OPS + EAGER)
 def test_bit_identical_to_one_device(summary, mesh, op):
     entry = summary["meshes"][mesh]["ops"][op]
@@ -60,12 +63,19 @@ def test_bit_identical_to_one_device(summary, mesh, op):
     assert entry["same_meta"]
 
 
-@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("mesh", ALL_MESHES)
 def test_decrypts_equal(summary, mesh):
     assert summary["meshes"][mesh]["decrypt_equal"]
+    assert summary["meshes"][mesh]["plain"] == {"encode": True, "decode": True, "decrypt": True}
 
 
-@pytest.mark.parametrize("mesh", MESHES)
+def test_jax_make_mesh_has_explicit_axes(summary):
+    """The jax.make_mesh meshes really are the explicit-axes kind that used to fail (issue 26)."""
+    for mesh in MESHES:
+        assert any("Explicit" in t for t in summary["meshes"][f"{mesh}/jax"]["axis_types"]), mesh
+
+
+@pytest.mark.parametrize("mesh", ALL_MESHES)
 def test_no_native_custom_calls_in_a_sharded_program(summary, mesh):
     """The C++ kernels have no partitioning rule: a sharded context traces the pure-JAX kernels only."""
     assert summary["meshes"][mesh]["native_custom_calls"] == 0
@@ -73,12 +83,12 @@ def test_no_native_custom_calls_in_a_sharded_program(summary, mesh):
 
 def _expected_pieces(mesh: str, shape) -> int:
     """Distinct pieces the placement rule gives a ciphertext (batch, 2, limbs, N) on a rows x cols mesh."""
-    rows, cols = map(int, mesh.split("x"))
+    rows, cols = map(int, mesh.split("/")[0].split("x"))
     pieces = rows if shape[0] % rows == 0 else 1
     return pieces * (cols if shape[-2] % cols == 0 else 1)
 
 
-@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("mesh", ALL_MESHES)
 @pytest.mark.parametrize("op", OPS + EAGER)
 def test_outputs_on_all_devices_and_split_where_divisible(summary, mesh, op):
     entry = summary["meshes"][mesh]["ops"][op]

@@ -50,7 +50,9 @@ from hemx.circuits.bootstrap.mod1 import EvalMod, bound_for
 from hemx.circuits.evaluator import CKKSEvaluator, SlotSimulator
 from hemx.circuits.lintrans import LinearTransform
 from hemx.ckks import Ciphertext, Context, EvaluationKeys
-from hemx.errors import LevelError, ParameterError
+import warnings
+
+from hemx.errors import BoundError, BoundWarning, LevelError, ParameterError
 from hemx.kernels import automorphism, bconv as bconv_kernels
 from hemx.ring import RNSRing
 
@@ -73,6 +75,11 @@ def default_message_ratio(log_n: int) -> int:
     constant vector of ones loses to the cubic term, 12.8 bits at ratio 7 (docs/bootstrap.md).
     """
     return MESSAGE_RATIO_BITS_AT_2_16 + max(0, 16 - int(log_n))
+# max |x| a bootstrap supports at the default message ratio, doubling per bit of ratio above it. Measured at boot_12
+# (uniform values in [-B, B], full slots, worst slot, absolute bits): ratio 11 (default) B = 1, 2, 4: 24.0, 24.3,
+# 24.2; B = 8: 22.9; 16: 20.0; 32: 16.7; 40: 15.8 (3000: garbage). Ratio 13: 22.1 for B <= 16, 20.7 at 32, 19.7 at
+# 40. Up to 8 (32 at ratio 13) the sine's cubic term costs at most ~1.4 bits; beyond, 2-3 bits per doubling.
+SUPPORTED_BOUND_AT_DEFAULT_RATIO = 8.0
 META_BTS_BITS = 16  # error amplification of the second iteration (first-pass errors are ~2^-20)
 
 
@@ -276,8 +283,38 @@ class Bootstrapper:
             ct = lt.apply(ct, ev.keys)
         return ct
 
+    @property
+    def supported_bound(self) -> float:
+        """The largest ``max |x|`` this bootstrapper supports (its message ratio; ``SUPPORTED_BOUND_AT_DEFAULT_RATIO``
+        at the ring's default ratio, doubling per bit above it): beyond it the sine's cubic term costs precision
+        quickly (measured at boot_12: 8 -> 22.9 bits, 40 -> 15.8, 3000 -> garbage)."""
+        default = default_message_ratio(self.ctx.params.log_n)
+        return SUPPORTED_BOUND_AT_DEFAULT_RATIO * 2.0 ** (self.message_ratio - default)
+
+    def check_bound(self, ct: Ciphertext, on_bound: str = "raise") -> None:
+        """:class:`BoundError` (or :class:`BoundWarning` with ``on_bound="warn"``) when ``ct.bound`` exceeds
+        :attr:`supported_bound`; nothing for an unknown bound (None)."""
+        if on_bound not in ("raise", "warn"):
+            raise ParameterError(f"on_bound must be 'raise' or 'warn', got {on_bound!r}")
+        if ct.bound is None or ct.bound <= self.supported_bound:
+            return
+        natural = int(math.floor(math.log2(self.q0 / self.design_scale)))
+        best = SUPPORTED_BOUND_AT_DEFAULT_RATIO * 2.0 ** (natural - default_message_ratio(self.ctx.params.log_n))
+        fix = (f"Pass message_ratio={natural} (supports {best:g}, about 2 bits less precision on small values), or "
+               if ct.bound <= best and self.message_ratio < natural else "")
+        factor = 2 ** math.ceil(math.log2(ct.bound / self.supported_bound))
+        msg = (f"the ciphertext's bound max|x| <= {ct.bound:.6g} exceeds the {self.supported_bound:g} this bootstrap "
+               f"supports (message ratio {self.message_ratio}): larger values lose precision quickly (40 -> 16 bits, "
+               f"3000 -> garbage at the default ratio). {fix}{'m' if fix else 'M'}ultiply by 1 / {factor} while a "
+               f"level is left (ctx.mul(ct, 1 / {factor})) and by {factor} after the bootstrap (ctx.mul(out, {factor}, "
+               "plain_scale=1.0, rescale=False): an exact integer, no level); on_bound='warn' bootstraps anyway (a "
+               "loose propagated bound can be tightened with ct.replace(bound=...))")
+        if on_bound == "raise":
+            raise BoundError(msg)
+        warnings.warn(msg, BoundWarning, stacklevel=4)
+
     def bootstrap(self, ct: Ciphertext, keys: EvaluationKeys, *, iterations: int = 1,
-                  refine_bits: int = META_BTS_BITS) -> Ciphertext:
+                  refine_bits: int = META_BTS_BITS, on_bound: str = "raise") -> Ciphertext:
         """A fresh ciphertext at :attr:`plan.output_level` with the same slot values (any batch shape).
 
         ``ct`` may be at any level (it is dropped to level 0 first); its slot values must lie in [-1, 1].
@@ -299,24 +336,26 @@ class Bootstrapper:
                                  "slots needs a context with at least that many (Context(params, slots=...))")
         if iterations > 1 and self.plan.output_level < 1:
             raise LevelError("iterated bootstrapping needs an output level >= 1 (to align the error at level 0)")
+        self.check_bound(ct, on_bound)
         ev = CKKSEvaluator(ctx, keys, slots=self.slots)
         low = ctx.drop_level(ct, 0).replace(slots=self.slots)
         out = self._once(ev, low)
         factor = float(2 ** int(refine_bits))
         for _ in range(iterations - 1):
             err = ctx.sub(out, low)  # level 0, at low's scale exactly (the higher operand is aligned down)
-            err = ctx.mul(err, factor, plain_scale=1.0)  # an integer product: values times 2^bits, same scale
+            # an integer product: values times 2^bits, same scale
+            err = ctx.mul(err, factor, plain_scale=1.0, rescale=False)
             fix = self._once(ev, err)
             # out * 2^bits - e' * 2^bits / 2^bits, read at a 2^bits larger scale: out - e' / 2^bits exactly
-            refined = ctx.sub(ctx.mul(out, factor, plain_scale=1.0), fix.replace(scale=out.scale))
+            refined = ctx.sub(ctx.mul(out, factor, plain_scale=1.0, rescale=False), fix.replace(scale=out.scale))
             out = refined.replace(scale=refined.scale * factor)
-        return out.replace(slots=ct.slots)
+        return out.replace(slots=ct.slots, bound=ct.bound)  # the same values: the input's bound
 
     def _once(self, ev, ct: Ciphertext) -> Ciphertext:
         ctx, keys = self.ctx, ev.keys
         in_scale = ct.scale
         if self.premultiply:  # the message to 2^-message_ratio of q0: an integer product, exact, no level
-            ct = ctx.mul(ct, float(2 ** self.premultiply), plain_scale=1.0)
+            ct = ctx.mul(ct, float(2 ** self.premultiply), plain_scale=1.0, rescale=False)
         if self.encapsulation_weight is not None:  # to the ephemeral sparse secret, at level 0 (cheap)
             ct = ctx.switch_key(ct, keys.switching_key("to_sparse", "bootstrapping"))
         x = self.mod_raise(ct)
@@ -327,11 +366,11 @@ class Bootstrapper:
         x = self.coeffs_to_slots(ev, x)
         conj = ctx.conjugate(x, keys)
         re = ctx.add(x, conj)
-        im = ctx.mul(ctx.sub(conj, x), self._i_monomial)
+        im = ctx.mul(ctx.sub(conj, x), self._i_monomial, rescale=False, auto_scale=False)
         t = ev.stack([re, im])
-        t = ctx.rescale(ctx.mul(t, 1.0, plain_scale=float(2 ** self.power)))
+        t = ctx.rescale(ctx.mul(t, 1.0, plain_scale=float(2 ** self.power), rescale=False, auto_scale=False))
         y = self.eval_mod(ev, t)
-        y = ctx.add(ev.take(y, 0), ctx.mul(ev.take(y, 1), self._i_monomial))
+        y = ctx.add(ev.take(y, 0), ctx.mul(ev.take(y, 1), self._i_monomial, rescale=False, auto_scale=False))
         out = self.slots_to_coeffs(ev, y)
         # the result holds m / D at scale D; read it at the input's scale: m / in_scale, the input's values
         return out.replace(scale=out.scale * in_scale / self.design_scale, is_complex=ct.is_complex)
