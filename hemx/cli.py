@@ -234,9 +234,16 @@ def _cmd_bench_bootstrap(args) -> int:
             raise HemxError(f"--slots takes 'full' and powers of two, got {item!r}")
     results = bb.bench_bootstrap(preset=args.preset, sides=sides, repeats=args.repeats,
                                  iterations=args.iterations, threads=args.threads, slots=tuple(slots) or (None,),
-                                 console=console)
+                                 console=console, profile=args.profile)
     bb.print_report(results, console)
-    _save_and_plot(console, results, "bootstrap", args, {"argv": sys.argv[1:], "sides": sides}, bb.plot)
+    if args.profile:
+        from hemx.bench.bootstrap_profile import print_profile
+
+        for r in results:
+            if "profile" in r.extra:
+                print_profile(r.extra, console)
+    _save_and_plot(console, results, "bootstrap-profile" if args.profile else "bootstrap", args,
+                   {"argv": sys.argv[1:], "sides": ["hemx"] if args.profile else sides}, bb.plot)
     return 0
 
 
@@ -429,6 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(e.g. full,1024); desilofhe bootstraps full slots")
     bt.add_argument("--out", default="bench-results")
     bt.add_argument("--plot", default="", help="write a latency / precision plot (PNG) to this path")
+    bt.add_argument("--profile", action="store_true", help="hemx only: time per stage (each one XLA program), key "
+                    "switches / rotations / rescales per stage, kernel kinds from a jax.profiler trace")
     bt.set_defaults(func=_cmd_bench_bootstrap)
 
     sc = bsub.add_parser("scaling", help="collective bytes (and time) per op on 1-8 simulated devices, model beside")

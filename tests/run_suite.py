@@ -42,7 +42,7 @@ GROUPS = (
     # tests/apps/test_logreg_bootstrap.py: most of its ~3 min compiles the boot_12 bootstrap; tests/cli/test_demo.py
     # runs the apps' small rings again (same parameters and NTT: the compiled programs are reused here)
     Group(("tests/apps", "tests/cli/test_demo.py"), 4.5),
-    Group(("tests/bench",), 1.1),  # test_bench_bootstrap.py: a boot_12 worker process (+ test_gpu_check.py: ~45 s)
+    Group(("tests/bench",), 1.9),  # test_bench_bootstrap.py: boot_12 workers, --profile ~35 s; test_gpu_check.py ~45 s
     Group(("tests/circuits/test_bootstrap.py", "tests/circuits/test_bootstrap_scales.py",
            "tests/circuits/test_bootstrap_sparse.py"), 2.3),  # test_bootstrap_sparse.py: new, not yet timed
     Group(("tests/circuits/test_jit.py", "tests/circuits/test_lintrans.py", "tests/circuits/test_polynomial.py",

@@ -122,18 +122,24 @@ def _desilo_worker(repeats: int, threads: int, seed: int, keys: str = "full") ->
 
 
 def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: int, seed: int = 1,
-             slots: int | None = None, timeout_s: float = 3600.0) -> dict:
+             slots: int | None = None, timeout_s: float = 3600.0, profile: bool = False) -> dict:
     """One side in a fresh process limited to ``threads`` CPUs; its JSON result (or ``{"error": ...}``).
 
-    ``slots``: hemx's slot count (None: full ``N/2``)."""
+    ``slots``: hemx's slot count (None: full ``N/2``). ``profile`` (hemx only): the stage / kernel-kind profile of
+    :mod:`hemx.bench.bootstrap_profile` instead of the plain timing."""
     cmd = [sys.executable, "-m", "hemx.bench.bootstrap", "--worker", side, "--preset", preset,
            "--repeats", str(repeats), "--iterations", str(iterations), "--threads", str(threads),
            "--seed", str(seed)]
     if slots is not None:
         cmd += ["--slots", str(int(slots))]
+    env = dict(os.environ)
+    if profile:
+        from hemx.bench.bootstrap_profile import PROFILE_XLA_FLAGS
+
+        cmd += ["--profile"]
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {PROFILE_XLA_FLAGS}".strip()
     if side == "desilofhe":
         cmd += ["--desilo-keys", desilo_key_kind()]
-    env = dict(os.environ)
     try:
         cpus = sorted(os.sched_getaffinity(0))[:threads]
         pre = lambda: os.sched_setaffinity(0, cpus)  # noqa: E731
@@ -150,8 +156,13 @@ def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: 
 
 
 def bench_bootstrap(*, preset: str = "boot_16", sides=SIDES, repeats: int = 3, iterations: int = 1,
-                    threads: int = 2, slots=(None,), console=None) -> list[BenchResult]:
-    """Each side (hemx once per entry of ``slots``, None meaning full slots) in its own process, in turn."""
+                    threads: int = 2, slots=(None,), console=None, profile: bool = False) -> list[BenchResult]:
+    """Each side (hemx once per entry of ``slots``, None meaning full slots) in its own process, in turn.
+
+    ``profile``: hemx only, one iteration, the per-stage / per-kernel-kind profile
+    (:mod:`hemx.bench.bootstrap_profile`; :func:`hemx.bench.bootstrap_profile.print_profile` prints it)."""
+    if profile:
+        sides, iterations = ("hemx",), 1
     results = []
     runs = [(side, s) for side in sides for s in (slots if side == "hemx" else (None,))]
     for i, (side, s) in enumerate(runs, 1):
@@ -159,7 +170,8 @@ def bench_bootstrap(*, preset: str = "boot_16", sides=SIDES, repeats: int = 3, i
             what = "full slots" if s is None else f"{s} slots"
             console.print(f"[dim]({i}/{len(runs)}) {side}, {what}: key generation and bootstraps in a separate "
                           "process...[/]")
-        row = run_side(side, preset=preset, repeats=repeats, iterations=iterations, threads=threads, slots=s)
+        row = run_side(side, preset=preset, repeats=repeats, iterations=iterations, threads=threads, slots=s,
+                       profile=profile)
         results.append(BenchResult("bootstrap", side, {"preset": preset if side == "hemx" else "default",
                                                         "threads": threads, "slots": row.get("slots", s)},
                                    row.get("median_s"), row.get("min_s"), extra=row))
@@ -222,8 +234,13 @@ def _main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--slots", type=int, default=None)
     ap.add_argument("--desilo-keys", choices=("full", "small"), default="full")
+    ap.add_argument("--profile", action="store_true", help="hemx: per-stage / per-kernel-kind profile")
     a = ap.parse_args(argv)
-    if a.worker == "hemx":
+    if a.profile:
+        from hemx.bench.bootstrap_profile import profile_worker
+
+        row = profile_worker(a.preset, a.repeats, a.seed, a.slots)
+    elif a.worker == "hemx":
         row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots)
     else:
         row = _desilo_worker(a.repeats, a.threads, a.seed, a.desilo_keys)

@@ -9,6 +9,7 @@ import sys
 import warnings
 
 from hemx.bench import bootstrap as bb
+from hemx.bench import bootstrap_profile as bp
 from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
 
 
@@ -48,3 +49,89 @@ def test_plot_skips_failed_sides(tmp_path):
     failed = bb.BenchResult("bootstrap", "desilofhe", {}, None, None, extra={"side": "desilofhe", "error": "x"})
     path = bb.plot([ok, failed], str(tmp_path / "p.png"))
     assert os.path.getsize(path) > 5_000
+
+
+# ------------------------------------------------------------------------------------------- --profile (issue 27)
+def _expected_switches(shapes) -> tuple[int, int]:
+    """(key switches, ModUps) of BSGS transforms: every non-zero baby and giant step is a key switch; the babies
+    of a transform share one ModUp (a hoisted batch), each giant has its own."""
+    ks = sum(t["baby_rotations"] + t["giant_rotations"] for t in shapes)
+    modups = sum((t["baby_rotations"] > 0) + t["giant_rotations"] for t in shapes)
+    return ks, modups
+
+
+def test_bench_bootstrap_profile_boot_12(tmp_path):
+    """hemx bench bootstrap --profile on boot_12, full slots: stage programs reproduce the bootstrap, exact operation
+    counts per stage (against the transforms' BSGS shapes and the compiled programs' native ModUp calls), stage
+    times adding up to the whole, kernel kinds from the trace."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "hemx", "bench", "bootstrap", "--preset", "boot_12", "--profile",
+                           "--repeats", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "key switches" in proc.stdout and "kernel kinds" in proc.stdout
+    (path,) = [os.path.join(out, f) for f in os.listdir(out) if f.startswith("bootstrap-profile-")]
+    (row,) = json.load(open(path))["results"]
+    e = row["extra"]
+    prof = e["profile"]
+    stages = {r["stage"]: r for r in prof["stages"]}
+    assert list(stages) == ["ModRaise", "CoeffsToSlots", "EvalMod", "SlotsToCoeffs"]  # full slots: no trace
+    assert all(r["bit_exact_vs_eager"] and r["median_s"] > 0 for r in stages.values())
+    assert e["min_bits"] >= 20.0 and e["level_after"] == 3
+    c = {name: r["counts"] for name, r in stages.items()}
+    # ModRaise: the two encapsulation switches (to the sparse secret and back), no rotation
+    assert c["ModRaise"].get("switch_keys") == 2 == c["ModRaise"]["key_switches"]
+    ks, modups = _expected_switches(prof["bsgs"]["CoeffsToSlots"])
+    assert (c["CoeffsToSlots"]["key_switches"], c["CoeffsToSlots"]["modups"]) == (ks + 1, modups + 1)  # + conj
+    assert c["CoeffsToSlots"]["conjugations"] == 1
+    ks, modups = _expected_switches(prof["bsgs"]["SlotsToCoeffs"])
+    assert (c["SlotsToCoeffs"]["key_switches"], c["SlotsToCoeffs"]["modups"]) == (ks, modups)
+    ev = c["EvalMod"]
+    assert ev["key_switches"] == ev["relinearizations"] == ev["modups"] > 0 and ev.get("rotations", 0) == 0
+    total = sum(r.get("key_switches", 0) for r in c.values())
+    assert prof["whole_jit_counts"]["key_switches"] == total and prof["whole_jit_bit_exact"]
+    for name, r in stages.items():  # the compiled programs hold one native ModUp per counted ModUp
+        if r["custom_calls"]:  # (the native library is optional)
+            assert r["custom_calls"].get("hemx_modup", 0) == r["counts"]["modups"], name
+    # one repeat on a shared machine: loose; the published profile (docs/results/bootstrap-profile-cpu.md) is tighter
+    assert 0.5 < prof["stage_sum_ratio"] < 1.5
+    busy = sum(r["kinds_s"][k] for r in stages.values() for k in bp.KINDS)
+    assert busy > 0 and sum(r["kinds_s"]["_events"] for r in stages.values()) > 100
+
+
+def test_profile_stages_sparse_slots_reproduce_the_bootstrap():
+    """64 slots at boot_12: the stage cut includes the subring trace (log2(N / 2s) rotations) and, chained eagerly,
+    gives the bootstrap's ciphertext bit for bit; counting works eagerly too."""
+    import jax
+    import numpy as np
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        ctx = Context(CKKSParameters.preset("boot_12", allow_insecure=True), slots=64)
+    bt = ctx.bootstrapper()
+    keys = ctx.keygen(bootstrap=True)
+    evk = keys.evaluation_keys()
+    ct = ctx.drop_level(ctx.encrypt(np.random.default_rng(3).uniform(-1, 1, 64), keys), 0)
+    stages = bp.stage_functions(bt, evk)
+    assert [s for s, _ in stages] == ["ModRaise", "SubringTrace", "CoeffsToSlots", "EvalMod", "SlotsToCoeffs"]
+    x, counts = ct, {}
+    for name, fn in stages:
+        with bp.count_ops(ctx) as c:
+            x = jax.block_until_ready(fn(x))
+        counts[name] = dict(c)
+    assert "_run" not in ctx.__dict__  # the counter is removed again
+    want = bt.bootstrap(ct, evk)
+    assert np.array_equal(np.asarray(x.data), np.asarray(want.data)) and (x.level, x.scale) == (want.level, want.scale)
+    assert counts["SubringTrace"]["rotations"] == counts["SubringTrace"]["key_switches"] == len(bt.trace_steps) == 5
+
+
+def test_hlo_instruction_kinds():
+    hlo = """ENTRY %main {
+  %ffi_call.3 = u32[3,52,4096]{2,1,0} custom-call(%a, %b), custom_call_target="hemx_modup", api_version=API_VERSION_TYPED_FFI
+  %wrapped_slice.5 = u32[3,2,50,4096]{3,2,1,0} fusion(%c), kind=kLoop, calls=%wrapped_slice_computation.5
+  %add_select_fusion.1 = u32[2,50,4096]{2,1,0} fusion(%d, %e), kind=kLoop, calls=%fused_computation.1
+  ROOT %ffi_call.9 = u32[2,48,4096]{2,1,0} custom-call(%f), custom_call_target="hemx_divide"
+}"""
+    kinds = bp.hlo_instructions(hlo)
+    assert kinds == {"ffi_call.3": "ModUp (fused)", "wrapped_slice.5": "copies", "add_select_fusion.1": "element-wise",
+                     "ffi_call.9": "ModDown / rescale (fused)"}
+    assert bp.custom_call_counts(hlo) == {"hemx_modup": 1, "hemx_divide": 1}
