@@ -26,7 +26,8 @@ class ShapeError(HemxError, ValueError):
 
 
 class OverflowBoundError(HemxError, OverflowError):
-    """An exact integer kernel would exceed its accumulator width for the requested shape or moduli."""
+    """A value would not fit where it must: an exact integer kernel's accumulator, or an encrypted result whose
+    magnitude bound times its scale reaches the modulus (it would decrypt to garbage)."""
 
 
 class BackendError(HemxError, RuntimeError):

@@ -715,6 +715,8 @@ class Context:
             statics = dict(num_p=self.num_p, reduction=self.reduction, dataflow=flow)
             scale, is_complex = a.scale * b.scale, a.is_complex or b.is_complex
             bound = _mul_bounds(a.bound, b.bound)
+            if auto_scale:
+                self._check_bound_fits(bound, scale, a.level, "the product")
             if rescale and t.drop:  # relinearization and rescale in one ModDown
                 self._check_result_scale(scale / t.divisor, a.level - 1, "the product's rescale")
                 data = self._run(evaluator.mul_relin_rescale, (a.data, b.data, key.data), (self.plan, t), a.level,
@@ -793,6 +795,8 @@ class Context:
         self._check_batches(a.batch_shape, pt.batch_shape)
         a, pt = self._align(a, pt, check_scale=False)
         self._check_product_scale(a.scale * pt.scale, a.level)
+        if auto_scale:
+            self._check_bound_fits(_mul_bounds(a.bound, pt.bound), a.scale * pt.scale, a.level, "the product")
         data = self._run(evaluator.mul_elementwise, (a.data, pt.data[..., None, :, :]), (self._elementwise_plan(),),
                          "ew", num_p=self.num_p, num_q=a.num_limbs)
         return a.replace(data=data, scale=a.scale * pt.scale, is_complex=a.is_complex or pt.is_complex,
@@ -822,6 +826,25 @@ class Context:
             raise LevelError(
                 f"the product would have scale 2^{math.log2(scale):.1f}, beyond the modulus at level {level} "
                 f"(2^{log_q:.1f}); rescale the operands first, or use parameters with more levels"
+            )
+
+    def _check_bound_fits(self, bound, scale: float, level: int, what: str) -> None:
+        """Refuse a result whose magnitude bound times its scale may reach half the modulus at ``level``: it would
+        wrap around and decrypt to garbage with no error. The bound is the public, propagated ``max |value|``
+        (rounded up to powers of two at encryption), so this can refuse a result whose true values would have
+        fitted; an unknown bound (None) is not checked. Managed operations only (``auto_scale``): circuits that
+        plan their own scales (:mod:`hemx.circuits`) keep their own range analysis."""
+        if bound is None or not bound > 0:
+            return
+        log_q = self._log_q(self._limbs(level))
+        need = math.log2(bound) + math.log2(scale)
+        if need >= log_q - 1:
+            raise OverflowBoundError(
+                f"{what} may reach |x| = {bound:.4g} at scale 2^{math.log2(scale):.1f}: 2^{need:.1f}, beyond half "
+                f"the modulus at level {level} (2^{log_q - 1:.1f}); it would decrypt to garbage. Scale the values "
+                "down before encrypting (x / k, and multiply the result back by k^degree), or use parameters with "
+                "a larger base prime; a tighter bound at encryption (encrypt(..., bound=)) helps when the data's "
+                "true range is known to be smaller"
             )
 
     def _mul_scalar(self, a: Ciphertext, value: float, scale: float) -> Ciphertext:

@@ -4,7 +4,8 @@ Layout (all integers little-endian)::
 
     offset  size  field
     0       8     magic b"\\x89HEMX\\r\\n\\x1a" (a high byte, CR LF and ^Z catch text-mode mangling)
-    8       2     format version (uint16): 1, or 2 when the object holds seeded switching keys
+    8       2     format version (uint16): 1; 2 when the object holds seeded switching keys; 3 when a
+                  ciphertext or plaintext carries a magnitude bound
     10      2     object kind (uint16), see KINDS
     12      4     header length H (uint32)
     16      H     header: UTF-8 JSON object; its "sections" entry lists [name, byte length] of each section
@@ -14,7 +15,9 @@ Layout (all integers little-endian)::
 Version 2 (seeded switching keys) adds header fields only: a switching key whose uniform halves ``a_d`` were
 expanded from a seed stores its ``b_d`` alone and the seed as 64 hex digits (see :mod:`hemx.io.objects`). Every
 object without such a key is still written as version 1, byte for byte as before, so older hemx reads it; this
-version reads both.
+version reads every one. Version 3 (magnitude bounds) adds one header field to ciphertexts and plaintexts: ``max_abs``,
+the public bound on ``max |value|`` the object carries (``Ciphertext.bound``); one without a bound is still written as
+version 1.
 
 The checksum detects truncation and accidental corruption; it is not a signature (anyone can recompute it),
 so every decoded field is validated as well. Nothing here is executable: no pickle, no object graphs.
@@ -32,9 +35,10 @@ from typing import Mapping, Sequence
 from hemx.errors import SerializationError
 
 MAGIC = b"\x89HEMX\r\n\x1a"
-FORMAT_VERSION = 2  # the newest version this hemx reads and writes
+FORMAT_VERSION = 3  # the newest version this hemx reads and writes
 BASE_VERSION = 1  # what objects without seeded keys are written as
 SEEDED_KEYS_VERSION = 2  # the first version with seeded switching keys
+MAGNITUDE_BOUND_VERSION = 3  # the first version whose ciphertexts / plaintexts may carry max_abs
 PREFIX = struct.Struct("<8sHHI")
 DIGEST_SIZE = 32
 MAX_HEADER = 1 << 24  # a header is metadata only; anything larger is not ours
@@ -206,11 +210,17 @@ class HeaderReader:
             return None
         return self.integer(name, lo, hi)
 
-    def number(self, name: str, positive: bool = False) -> float:
+    def number(self, name: str, positive: bool = False, non_negative: bool = False) -> float:
         value = self._get(name)
-        if type(value) not in (int, float) or not math.isfinite(value) or (positive and value <= 0):
-            raise self._bad(name, "a positive finite number" if positive else "a finite number")
+        if type(value) not in (int, float) or not math.isfinite(value) or (positive and value <= 0) or (
+                non_negative and value < 0):
+            raise self._bad(name, "a positive finite number" if positive else
+                            "a finite number >= 0" if non_negative else "a finite number")
         return float(value)
+
+    def has(self, name: str) -> bool:
+        """Whether the header holds ``name`` (an optional field; read it to mark it known)."""
+        return name in self._header
 
     def boolean(self, name: str) -> bool:
         value = self._get(name)

@@ -41,7 +41,7 @@ from hemx.ckks.sampling import SEED_BYTES, expand_seed
 from hemx.errors import ContextMismatchError, KeyMismatchError, ParameterError, SecretMaterialError, SerializationError
 from hemx.io import bitpack, keytags
 from hemx.io import parameters as param_codec
-from hemx.io.container import BASE_VERSION, SEEDED_KEYS_VERSION, Envelope, HeaderReader
+from hemx.io.container import BASE_VERSION, MAGNITUDE_BOUND_VERSION, SEEDED_KEYS_VERSION, Envelope, HeaderReader
 
 MAX_BATCH_AXES = 16
 SECRET_MODULUS = 3  # ternary coefficients -1, 0, 1 stored as residues 0, 1, 2
@@ -226,7 +226,10 @@ def _encode_message(obj, context: Context, what: str, tail_lead: tuple[int, ...]
     shape = _check_shape(obj.data.shape, tail_lead + (limbs, params.n), what, batch=True)
     header = dict(_bound_header(context), level=obj.level, scale=float(obj.scale), is_complex=bool(obj.is_complex),
                   shape=list(shape), **extra)
-    return Encoded(what, header, (Section("data", obj.data, q_moduli(params, limbs)),))
+    version = BASE_VERSION
+    if obj.bound is not None:  # the public magnitude bound (format version 3; none: written as before)
+        header["max_abs"], version = float(obj.bound), MAGNITUDE_BOUND_VERSION
+    return Encoded(what, header, (Section("data", obj.data, q_moduli(params, limbs)),), version)
 
 
 def _decode_message(envelope: Envelope, context: Context, what: str, tail_lead: tuple[int, ...]):
@@ -239,10 +242,13 @@ def _decode_message(envelope: Envelope, context: Context, what: str, tail_lead: 
     is_complex = reader.boolean("is_complex")
     shape = _check_shape(reader.integers("shape", 0), tail_lead + (limbs, params.n), what, batch=True)
     key_id = _read_tag(reader) if what == "ciphertext" else None
+    bound = None
+    if envelope.version >= MAGNITUDE_BOUND_VERSION and reader.has("max_abs"):  # older data: an unknown field below
+        bound = reader.number("max_abs", non_negative=True)
     reader.finish()
     data = _read_sections(envelope, {"data": (shape, q_moduli(params, limbs))})["data"]
     fields = dict(data=jnp.asarray(data), level=level, scale=scale, slots=context.slots, is_complex=is_complex,
-                  context_id=context.id)
+                  context_id=context.id, bound=bound)
     return Ciphertext(key_id=key_id, **fields) if what == "ciphertext" else Plaintext(**fields)
 
 

@@ -22,7 +22,7 @@ import hemx
 from hemx.apps._cnn_params import recommended_parameters
 from hemx.ckks.context import MIN_ALIGN_FACTOR, managed_scales
 from hemx.ckks.sampling import Sampler
-from hemx.errors import HemxError, LevelError, ParameterError, PrecisionError
+from hemx.errors import HemxError, LevelError, OverflowBoundError, ParameterError, PrecisionError
 
 from tests.helpers.ckks_helpers import INSECURE
 
@@ -265,3 +265,24 @@ def test_polynomial_evaluation_bounds_its_result():
     got = ctx.decrypt(out, keys)
     want = np.polynomial.chebyshev.chebval(x / 2, c)
     assert np.max(np.abs(got - want)) < 1e-6 and np.max(np.abs(got)) <= out.bound
+
+
+def test_products_beyond_the_modulus_are_refused_not_garbage():
+    """A product whose propagated bound times its scale reaches half the modulus would wrap around and decrypt to
+    garbage: the managed mul refuses it (OverflowBoundError, a HemxError) instead; values that fit still work."""
+    params = hemx.CKKSParameters.preset("set_b", allow_insecure=True)
+    ctx = hemx.Context(params, slots=SLOTS, sampler=Sampler.insecure_for_tests(8), planning="off")
+    keys = ctx.keygen()
+    log_q = math.log2(math.prod(params.moduli[: params.limbs_at_level(params.max_level)]))
+    top_scale = ctx.level_scale(params.max_level)
+    # a magnitude m whose square overflows the top level's modulus at the managed scale
+    huge = 2.0 ** math.ceil((log_q - 2 * math.log2(top_scale)) / 2 + 1)
+    big = ctx.encrypt(np.array([huge, -1.0]), keys)
+    with pytest.raises(OverflowBoundError, match="garbage"):
+        ctx.mul(big, big, keys)
+    with pytest.raises(OverflowBoundError):
+        ctx.mul(big, np.array([huge, 1.0]))
+    assert isinstance(OverflowBoundError("x"), HemxError)
+    small = ctx.encrypt(np.array([3.0, -1.0]), keys)
+    got = ctx.decrypt(ctx.mul(small, small, keys), keys)
+    assert np.allclose(got[:2], [9.0, 1.0], atol=1e-4)

@@ -200,7 +200,35 @@ def test_plaintext_round_trip():
     back, _ = round_trip(pt, ctx)
     assert isinstance(back, hemx.Plaintext) and arrays_equal(back.data, pt.data)
     assert (back.level, back.scale, back.slots, back.is_complex) == (1, 2.0**40, ctx.slots, True)
+    assert back.bound == pt.bound is not None
     assert np.array_equal(ctx.decode(back), ctx.decode(pt))
+
+
+def test_magnitude_bound_is_format_version_3_and_checked():
+    """A ciphertext's public magnitude bound (issue 26) travels as ``max_abs`` (format version 3), so a server's
+    bootstrap checks it; one without a bound is written as version 1, as before; a bad or out-of-version field is
+    refused."""
+    ctx, keys = tiny()
+    ct = ctx.encrypt(values(ctx, 4), keys.public)
+    assert ct.bound is not None
+    data = bytearray(hio.dumps(ct, ctx))
+    assert struct.unpack_from("<H", data, 8)[0] == container.MAGNITUDE_BOUND_VERSION == 3
+    assert hio.loads(bytes(data), ctx).bound == ct.bound
+    unbounded = ct.replace(bound=None)
+    plain = hio.dumps(unbounded, ctx)
+    assert struct.unpack_from("<H", plain, 8)[0] == container.BASE_VERSION
+    assert hio.loads(plain, ctx).bound is None
+    env = container.decode(bytes(data))
+    for bad in (-1.0, "8", True, None):
+        header = dict(env.header, max_abs=bad)
+        forged = container.encode("ciphertext", header, [(n, bytes(b)) for n, b in env.sections.items()], 3)
+        with pytest.raises(SerializationError):
+            hio.loads(forged, ctx)
+    # the field in version-1 data is unknown to that version
+    header = dict(env.header, max_abs=8.0)
+    forged = container.encode("ciphertext", header, [(n, bytes(b)) for n, b in env.sections.items()], 1)
+    with pytest.raises(SerializationError, match="unknown fields"):
+        hio.loads(forged, ctx)
 
 
 @pytest.mark.parametrize("batch", [(), (2, 3)])
@@ -210,7 +238,7 @@ def test_ciphertext_round_trip(batch):
     ct = ctx.encrypt(x, keys.public)
     back, data = round_trip(ct, ctx)
     assert arrays_equal(back.data, ct.data) and back.batch_shape == batch
-    for field in ("level", "scale", "slots", "is_complex", "context_id", "key_id"):
+    for field in ("level", "scale", "slots", "is_complex", "context_id", "key_id", "bound"):
         assert getattr(back, field) == getattr(ct, field), field
     assert np.array_equal(ctx.decrypt(back, keys.secret), ctx.decrypt(ct, keys.secret))
     # a lower level, complex slots, an unusual scale
