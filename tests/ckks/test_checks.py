@@ -93,7 +93,7 @@ import warnings  # noqa: E402
 
 import hemx  # noqa: E402
 from hemx.ckks.checks import residue_check  # noqa: E402
-from hemx.errors import DecryptionError, DecryptionWarning  # noqa: E402
+from hemx.errors import DecryptionError, DecryptionWarning, OverflowBoundError  # noqa: E402
 
 from tests.helpers.ckks_helpers import INSECURE, MAIN_LEVELS, MAIN_LOG_N, context_and_keys  # noqa: E402
 
@@ -167,8 +167,15 @@ def test_overflowed_values_are_detected():
     big = ctx.mul(ct, 2 ** 20, rescale=False)
     with pytest.raises(DecryptionError, match="overflowed"):
         ctx.decrypt(big, keys)
-    # a product of two ciphertexts whose values are too large for the modulus left
+    # a product of two ciphertexts whose values are too large for the modulus left: with the magnitude bound known
+    # (every fresh ciphertext carries one) the managed mul refuses it before computing it; with the bound unknown
+    # (None, e.g. a ciphertext loaded from a version-1 file) it is computed and the decryption check catches it
     ct = ctx.encrypt(rng.uniform(-1, 1, ctx.slots) * 2.0 ** 20, keys)
+    with pytest.raises(OverflowBoundError, match="garbage"):
+        sq = ctx.rescale(ctx.mul(ct, ct, keys, rescale=False))
+        for _ in range(MAIN_LEVELS - 1):
+            sq = ctx.rescale(ctx.mul(sq, sq, keys, rescale=False))
+    ct = ct.replace(bound=None)
     sq = ctx.rescale(ctx.mul(ct, ct, keys, rescale=False))
     for _ in range(MAIN_LEVELS - 1):
         sq = ctx.rescale(ctx.mul(sq, sq, keys, rescale=False))
