@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dataflow",),
     ("polymul",),
     ("io", "service"),
+    ("nn",),
     ("apps",),
     ("bench",),
     ("demo", "cli"),
