@@ -9,6 +9,7 @@ from hemx import ckks  # noqa: E402
 from hemx.ckks import CKKSParameters, Context, KeySet, Ciphertext, Plaintext  # noqa: E402
 from hemx import circuits  # noqa: E402  (also registers bootstrapping with Context.bootstrap)
 from hemx.circuits import EncryptedArray  # noqa: E402  (numpy-like encrypted arrays: docs/ckks.md)
+from hemx.circuits.program import Program, jit  # noqa: E402  (programs kept across key sets and processes)
 from hemx import io  # noqa: E402
 from hemx.service import Client, Server  # noqa: E402
 from hemx import compilation_cache  # noqa: E402
@@ -19,4 +20,4 @@ __all__ = [
     "errors", "nt", "kernels", "ring", "ckks", "circuits",
     "CKKSParameters", "Context", "KeySet", "Ciphertext", "Plaintext", "EncryptedArray", "__version__",
 ]
-__all__ += ["io", "Client", "Server"]
+__all__ += ["io", "Client", "Server", "jit", "Program"]

@@ -496,6 +496,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--docs", default=os.path.join("docs", "results"), help="where --render writes")
     g.set_defaults(func=_cmd_bench_gpu)
 
+    from hemx.bench import first_call as bench_first_call
+
+    fc = bsub.add_parser("first-call", help="first call in a new process with new keys vs steady: jax.jit and "
+                         "hemx.jit (stored programs), HE-Mult+Rotate at N = 2^14 and a boot_12 bootstrap")
+    bench_first_call.add_arguments(fc)
+    fc.set_defaults(func=bench_first_call.run_cli)
+
     from hemx.bench import polymul as bench_polymul
 
     pm = bsub.add_parser("polymul", help="polynomial multiplication for any q: matmul vs NTT vs numpy")

@@ -6,6 +6,8 @@
   or Chebyshev basis with exact scale management;
 * :mod:`hemx.circuits.bootstrap`: packed bootstrapping (``ctx.bootstrap``), built from the pieces above;
 * :class:`EncryptedArray`: ciphertexts with numpy's operators, reductions, ``@`` and ``polyval`` (built on the above);
+* :func:`jit` / :class:`Program` (:mod:`hemx.circuits.program`): compiled programs kept across key sets and
+  processes (executables stored, outputs rebuilt with the caller's ids);
 * :class:`CKKSEvaluator` (a context and its keys) and :class:`SlotSimulator` (cleartext slot vectors with the same
   level and scale accounting) implement :class:`Evaluator`; every circuit runs on both.
 

@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import math
 import warnings
+import weakref
 from typing import Iterable, Sequence
 
 import jax
@@ -139,6 +140,14 @@ MIN_ALIGN_FACTOR = 2.0 ** 40
 AUTO_SCALE_MAX_RATIO = 2.0
 
 
+_LIVE: "weakref.WeakValueDictionary[int, Context]" = weakref.WeakValueDictionary()
+
+
+def context_by_id(context_id: int) -> "Context | None":
+    """The live :class:`Context` whose ``id`` is ``context_id`` (ciphertexts and keys name theirs by id), else None."""
+    return _LIVE.get(context_id)
+
+
 class Context:
     """CKKS with hemx's kernels for one parameter set.
 
@@ -189,6 +198,7 @@ class Context:
         self.decryption_check = checks.check_mode(decryption_check)
         self.params = params
         self.id = new_id()
+        _LIVE[self.id] = self
         self.slots = encoder.check_slots(params.n, slots if slots is not None else params.n // 2)
         self.sampler = sampler or Sampler()
         self.num_p = len(params.special_moduli)  # special (P) limbs

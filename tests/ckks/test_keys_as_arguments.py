@@ -10,11 +10,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
 import warnings
 
 import jax
@@ -22,24 +17,19 @@ import numpy as np
 import pytest
 
 import hemx
+from hemx.bench import first_call
 from hemx.ckks import InsecureParametersWarning, Sampler, keygen as keygen_mod
 from hemx.circuits import LinearTransform
 from hemx.errors import ParameterError
 
 from tests.helpers.ckks_helpers import INSECURE, small_params
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings(INSECURE)
 
 
-def run_worker(case: str, seeds, cache_dir, timeout: float = 900) -> dict:
-    env = dict(os.environ, HEMX_CACHE_DIR=str(cache_dir), HEMX_COMPILATION_CACHE="1", JAX_PLATFORMS="cpu")
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    proc = subprocess.run([sys.executable, "-m", "tests.ckks._keys_worker", case, *map(str, seeds)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=timeout)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("HEMX_SUMMARY ")]
-    assert proc.returncode == 0 and lines, f"worker failed (rc {proc.returncode}):\n{proc.stderr[-6000:]}"
-    return json.loads(lines[-1].split(" ", 1)[1])
+def run_worker(case: str, seeds, cache_dir, timeout: float = 900, mode: str = "jax") -> dict:
+    """``hemx.bench.first_call``'s worker in a fresh process (the benchmark ``hemx bench first-call`` runs it too)."""
+    return first_call.run_process(case, mode, seeds, str(cache_dir), timeout=timeout)
 
 
 def _check_processes(cold: dict, warm: dict, bits_error: float) -> None:
@@ -74,6 +64,34 @@ def test_bootstrap_boot12_new_process_hits_the_cache(tmp_path):
     cold = run_worker("boot_12", [1, 2], tmp_path, timeout=1800)
     warm = run_worker("boot_12", [3], tmp_path, timeout=1800)
     _check_processes(cold, warm, 1e-3)
+
+
+def _check_program_processes(cold: dict, warm: dict, bits_error: float) -> None:
+    """hemx.jit: process 1 compiles once for both key sets (no retrace); process 2 loads, traces nothing."""
+    first, second = cold["key_sets"]
+    assert first["program"]["compiled"] == 1 and first["program"]["written"] == 1, first
+    assert first["program"]["persistent"], first["program"]["reason"]
+    assert second["program"]["compiled"] == 1 and second["traces_so_far"] == 1  # the second key set: no trace
+    assert second["out_key_id"] == second["key_id"] != first["key_id"]
+    (fresh,) = warm["key_sets"]
+    assert fresh["prepare"]["how"] == "loaded" and fresh["program"]["compiled"] == 0, fresh
+    assert fresh["traces_so_far"] == 0 and fresh["compiles"] == 0  # nothing traced, lowered or compiled
+    for record in (first, second, fresh):
+        assert record["max_error"] < bits_error, record
+
+
+def test_program_mul_rotate_new_process_loads_without_tracing(tmp_path):
+    """hemx.jit at N = 2^14: the new process loads the stored executable (timings: hemx bench first-call)."""
+    cold = run_worker("mul_rotate", [1, 2], tmp_path, mode="program")
+    warm = run_worker("mul_rotate", [3], tmp_path, mode="program")
+    _check_program_processes(cold, warm, 1e-6)
+
+
+@pytest.mark.slow
+def test_program_bootstrap_boot12_new_process_loads_without_tracing(tmp_path):
+    cold = run_worker("boot_12", [1, 2], tmp_path, timeout=1800, mode="program")
+    warm = run_worker("boot_12", [3], tmp_path, timeout=1800, mode="program")
+    _check_program_processes(cold, warm, 1e-3)
 
 
 # ------------------------------------------------------------------------------------------ in-process
