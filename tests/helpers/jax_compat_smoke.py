@@ -63,6 +63,24 @@ def main(argv: list[str]) -> int:
           OP_BOUND_BITS)
     out["seconds"]["ops"] = round(time.perf_counter() - start, 2)
 
+    # hemx.jit reads JAX internals (executable serialization, the compiled object's dispatch): compile, load
+    # into a new Program as a new process would, and serve a second key set without a trace
+    start = time.perf_counter()
+    import os
+    import tempfile
+
+    os.environ["HEMX_CACHE_DIR"] = tempfile.mkdtemp(prefix="hemx-compat-programs-")
+    program = hemx.jit(lambda c, k: ctx.rotate(ctx.mul(c, c, k), 1, k))
+    how = [program.prepare(a, keys)]
+    again = hemx.jit(program.fn)
+    how.append(again.prepare(a, keys))
+    other = ctx.keygen(rotations=[1, 3])  # the same kinds of keys as the first set
+    got = again(ctx.encrypt(x, other.public), other)
+    check("program_second_key_set", np.roll(x * x, -1), ctx.decrypt(got, other.secret), OP_BOUND_BITS)
+    if how != ["compiled", "loaded"] or again.stats.compiled or not program.persistent:
+        out["failures"].append(f"hemx.jit: {how}, compiled {again.stats.compiled}, reason {program.reason}")
+    out["seconds"]["program"] = round(time.perf_counter() - start, 2)
+
     if "--no-bootstrap" not in argv:
         start = time.perf_counter()
         with warnings.catch_warnings():
