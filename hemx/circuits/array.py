@@ -338,14 +338,21 @@ class EncryptedArray:
             a, b, axis = self._pair(enc)
             if reflected:
                 a, b = b, a
-            return self._new(ctx.sub(a, b) if subtract else ctx.add(a, b), axis)
+            return self._sum(ctx.sub(a, b) if subtract else ctx.add(a, b), axis)
         plain = self._plain(other)
         if plain is None:
             return NotImplemented
         ct, value, axis = plain
         if reflected and subtract:  # value - self
-            return self._new(ctx.add(ctx.negate(ct), value), axis)
-        return self._new(ctx.sub(ct, value) if subtract else ctx.add(ct, value), axis)
+            return self._sum(ctx.add(ctx.negate(ct), value), axis)
+        return self._sum(ctx.sub(ct, value) if subtract else ctx.add(ct, value), axis)
+
+    def _sum(self, ct: Ciphertext, axis: str) -> "EncryptedArray":
+        """A sum, refused (OverflowBoundError) when its propagated bound times its scale reaches q/2: managed
+        arithmetic, as the context's managed products (``Context.add`` itself does not check: circuits that plan
+        their own scales carry bounds that are loose by design)."""
+        self._ctx._check_bound_fits(ct.bound, ct.scale, ct.level, "the sum")
+        return self._new(ct, axis)
 
     def __add__(self, other):
         return self._add_like(other, False)

@@ -10,7 +10,7 @@ import pytest
 
 import hemx
 from hemx.circuits import LinearTransform, chebyshev_coefficients
-from hemx.errors import KeyMismatchError, LevelError, MissingKeyError, ShapeError
+from hemx.errors import KeyMismatchError, LevelError, MissingKeyError, OverflowBoundError, ShapeError
 
 from tests.helpers.ckks_helpers import INSECURE, context_and_keys
 
@@ -279,3 +279,23 @@ def test_pytree_and_jit(env):
     fresh = hemx.EncryptedArray(a.ciphertext.replace(data=a.ciphertext.data + 0), ctx, keys)  # new data
     jitted(fresh, b)  # same shapes and metadata, same keys: no new trace
     assert len(traces) == before
+
+
+def test_sums_beyond_the_modulus_are_refused(env):
+    """A sum whose propagated bound times its scale reaches q/2 raises OverflowBoundError (array + array and
+    array + values), one just inside decrypts right; Context.add itself leaves the bounds of circuits alone."""
+    ctx, keys, _, _, x, _ = env
+
+    def at_level0(values):
+        ct = ctx.drop_level(ctx.encrypt(values, keys), 0)
+        return hemx.EncryptedArray(ct, ctx, keys)
+
+    big = at_level0(x * 24.0)  # level 0: 62 bits of base, scale just under 2^56: a bound of 32 fits, 64 does not
+    assert big.bound == 32.0
+    with pytest.raises(OverflowBoundError, match="the sum"):
+        big + big
+    with pytest.raises(OverflowBoundError, match="the sum"):
+        big - np.full(SLOTS, 24.0)
+    small = at_level0(x * 12.0)
+    close(small + small, x * 24.0, atol=1e-6)
+    assert ctx.add(big.ciphertext, big.ciphertext).bound == 64.0  # the function-style API computes it
