@@ -54,6 +54,7 @@ STORE_ENV = "HEMX_PROGRAMS"  # "0": keep programs in memory only
 DIR_NAME = "programs"
 FORMAT = "hemx-program-v1"
 _OFF = ("0", "off", "false", "no")
+MAX_DISPATCH_ENTRIES = 256  # per program: argument structures (one per key set) with their ready dispatch
 
 # hemx's pytree dataclasses: their static fields (the rest are pytree children)
 _META = {
@@ -423,6 +424,8 @@ class Program:
                 if key is not None and entry.out_spec is not None:
                     self._by_key[key] = entry
             compiled = self._wrap(entry, in_tree, canon if entry.out_spec is not None else None, flat)
+            if len(self._by_tree) >= MAX_DISPATCH_ENTRIES:  # a server meets many key sets: forget the oldest
+                self._by_tree.pop(next(iter(self._by_tree)))
             self._by_tree[in_tree] = (compiled, tuple(_aval(x) for x in flat))
             return compiled
 

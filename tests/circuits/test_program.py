@@ -181,3 +181,16 @@ def test_meta_fields_match_the_pytree_registrations(ctx, key_sets):
         children, _ = jax.tree_util.tree_flatten(obj, is_leaf=lambda y: y is not obj)
         data = [f.name for f in __import__("dataclasses").fields(obj) if f.name not in meta]
         assert len(children) == len(data), (type(obj).__name__, meta)
+
+
+def test_dispatch_entries_are_bounded(ctx, key_sets, store, monkeypatch):
+    """One dispatch entry per argument structure (key set), the oldest forgotten past the cap; the executable
+    itself stays, so a forgotten key set is served again without a compile."""
+    monkeypatch.setattr(program_mod, "MAX_DISPATCH_ENTRIES", 1)
+    prog = hemx.jit(lambda ct, keys: ctx.add(ct, 1.0))
+    x = _x(ctx, 8)
+    for keys in (*key_sets, key_sets[0]):
+        out = prog(ctx.encrypt(x, keys), keys)
+        np.testing.assert_allclose(ctx.decrypt(out, keys), x + 1.0, atol=1e-6)
+        assert len(prog._by_tree) == 1
+    assert prog.stats.compiled == 1
