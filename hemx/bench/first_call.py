@@ -33,8 +33,9 @@ def worker(case: str, mode: str, seeds: list[int]) -> dict:
     import jax
     import numpy as np
 
-    import hemx
-    from hemx.ckks import InsecureParametersWarning, Sampler
+    from hemx import compilation_cache
+    from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning, Sampler
+    from hemx.circuits.program import jit as hemx_jit
 
     if case not in CASES or mode not in MODES:
         raise SystemExit(f"case must be one of {CASES} and mode one of {MODES}, got {case!r} {mode!r}")
@@ -48,11 +49,11 @@ def worker(case: str, mode: str, seeds: list[int]) -> dict:
             events["hits"] += 1
 
     jax.monitoring.register_event_listener(listen)
-    summary: dict = {"case": case, "mode": mode, "cache": hemx.compilation_cache.status().as_dict(), "key_sets": []}
+    summary: dict = {"case": case, "mode": mode, "cache": compilation_cache.status().as_dict(), "key_sets": []}
     traces = [0]
     preset = "set_c" if case == "mul_rotate" else "boot_12"
-    params = hemx.CKKSParameters.preset(preset, allow_insecure=True)
-    ctx = hemx.Context(params, planning="off", sampler=Sampler.insecure_for_tests(seeds[0]))
+    params = CKKSParameters.preset(preset, allow_insecure=True)
+    ctx = Context(params, planning="off", sampler=Sampler.insecure_for_tests(seeds[0]))
     summary["params"] = params.describe()
 
     def circuit(a, keys):
@@ -61,7 +62,7 @@ def worker(case: str, mode: str, seeds: list[int]) -> dict:
             return ctx.rotate(ctx.mul(a, a, keys, rescale=True), 1, keys)
         return ctx.bootstrap(a, keys)
 
-    jitted = jax.jit(circuit) if mode == "jax" else hemx.jit(circuit)
+    jitted = jax.jit(circuit) if mode == "jax" else hemx_jit(circuit)
     rng = np.random.default_rng(seeds[0])
     for index, seed in enumerate(seeds):
         if index:
