@@ -1,6 +1,12 @@
 """Encrypted inference for neural networks, built on :mod:`hemx.circuits`.
 
 * :mod:`hemx.nn.graph`: the network IR (typed layers in a graph, channel-first tensors) and its float64 reference.
+* :mod:`hemx.nn.packing`: slot layouts of tensors (channel blocks on a grid, stride 2 as a wider gap) and the packed
+  linear layers (convs, pools, dense layers as baby-step/giant-step diagonal maps).
+* :mod:`hemx.nn.activations`: ReLU as ``x (1 + sign(x)) / 2`` with a composite minimax sign approximation, and its
+  error bound.
+* :mod:`hemx.nn.compiler`: :func:`compile` (fold batch norms, calibrate, pack, assign levels, place bootstraps)
+  -> a :class:`CompiledNetwork` with an inspectable :class:`Plan`.
 
 Layer: above :mod:`hemx.circuits` (and io/service), below :mod:`hemx.apps`.
 """
@@ -9,8 +15,13 @@ from hemx.nn.graph import (
     Activation, Add, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input, MaxPool2D,
     Node, reference, sequential,
 )
+from hemx.nn.packing import Layout, image_layout, vector_layout
+from hemx.nn.activations import SignComposite, relu_approx, relu_error_bound, sign_composite
+from hemx.nn.compiler import CompiledNetwork, Plan, Step, compile  # noqa: A004 (shadows the builtin on purpose)
 
 __all__ = [
     "Graph", "Node", "Input", "Conv2D", "BatchNorm", "AvgPool2D", "MaxPool2D", "GlobalAvgPool", "Flatten", "Dense",
     "Affine", "Add", "Activation", "reference", "sequential",
+    "Layout", "image_layout", "vector_layout", "SignComposite", "sign_composite", "relu_error_bound", "relu_approx",
+    "compile", "CompiledNetwork", "Plan", "Step",
 ]

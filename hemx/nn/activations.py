@@ -1,0 +1,219 @@
+"""Polynomial approximations of the non-polynomial activations: sign and ReLU (max pooling uses ReLU:
+``max(a, b) = b + relu(a - b)``, :mod:`hemx.nn.compiler`).
+
+CKKS evaluates only additions and products, so ReLU is computed as ``relu(x) = x (1 + sign(x)) / 2`` with
+``sign`` replaced by a *composite* of odd polynomials (Lee, Lee, Kim, No, "Minimax approximation of sign function
+by composite polynomial", and their ResNet-20 of ICML'22, degrees 15/15/27):
+
+* the input is first mapped to ``t = x / B`` (``B``: the calibrated bound of the activation's input), so the sign is
+  needed on ``[-1, 1]`` only; inputs with ``|x| < eps B`` are not resolved (the gap);
+* stage 1 is the odd minimax polynomial of ``sign`` on ``[eps, 1]`` (odd, so ``[-1, -eps]`` follows); it maps
+  ``[eps, 1]`` into ``[1 - E_1, 1 + E_1]``, which, divided by ``1 + E_1``, is ``[a_2, 1]`` with ``a_2 >> eps``;
+* stage ``i`` is the minimax polynomial of ``sign`` on ``[a_i, 1]``, and so on: the gap widens geometrically and
+  the last stage's error ``E`` is the composite's error on ``[-1, -eps] u [eps, 1]``.
+
+Each stage is found by the Remez exchange on the odd Chebyshev basis ``T_1, T_3, ..`` (float64, a dense grid for
+the extrema) and is evaluated by :func:`hemx.circuits.evaluate_polynomial` in the Chebyshev basis on ``[-1, 1]``
+(``B`` folded into the first stage's interval ``(-B, B)``: one level for the change of variable). The last stage
+is folded with ``(1 + p) / 2``, so ReLU is ``x * s'(x)``: one ciphertext product more.
+
+Default composite (:data:`DEFAULT_DEGREES` = 7, 7, 15, 15 at ``eps = 2^-10``), measured by :func:`sign_composite`
+on a grid of 2^20 points (the figures ``SignComposite.error`` and ``.peak`` hold): ``|p(t) - sign(t)| <= 2^-10.36``
+on ``[-1, -eps] u [eps, 1]``, ``max |p| <= 1 + 7.7e-4`` on ``[-1, 1]``; depth 3 + 3 + 4 + 4 = 14, plus 1 for the
+change of variable and 1 for the product: 16 levels for a ReLU. On ``[-B, B]`` the ReLU error is at most
+``B * max(E / 2, eps (1 + peak) / 2) ~ B * 2^-10`` (:func:`relu_error_bound`), plus the CKKS noise of the
+evaluation. Lee et al.'s 15/15/27 reach only ``2^-2.2`` here at ``eps = 2^-12`` (``2^-7.3`` at ``2^-10``): each
+stage widens the gap by a factor ~ its degree (12.6 for degree 15), so four stages of small degree beat three of
+larger degree at the same depth. Other measured composites (error on the resolved set, depth of the stages):
+``(15, 15, 15)`` at ``2^-8``: ``2^-14.1``, 12; ``(7, 15, 15, 15)`` at ``2^-10``: ``2^-19.5``, 15;
+``(15, 15, 15, 15)`` at ``2^-12``: ``2^-11.5``, 16.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Sequence
+
+import numpy as np
+
+from hemx.circuits import evaluate_polynomial, polynomial_depth
+from hemx.errors import ParameterError
+
+DEFAULT_DEGREES = (7, 7, 15, 15)
+DEFAULT_EPS = 2.0 ** -10
+_GRID = 1 << 16  # points of the dense grid the Remez exchange searches for extrema
+_CHECK_GRID = 1 << 20  # points the measured error and peak are taken on
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Remez on the odd Chebyshev basis
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _odd_basis(x: np.ndarray, terms: int) -> np.ndarray:
+    """``T_1(x), T_3(x), .., T_{2 terms - 1}(x)``: ``(len(x), terms)``."""
+    theta = np.arccos(np.clip(x, -1.0, 1.0))
+    return np.cos(np.outer(theta, 2 * np.arange(terms) + 1))
+
+
+def _odd_to_chebyshev(c_odd: np.ndarray) -> np.ndarray:
+    """Odd-basis coefficients -> full Chebyshev coefficients ``c_0 .. c_d`` (zeros at even indices)."""
+    out = np.zeros(2 * len(c_odd))
+    out[1::2] = c_odd
+    return out
+
+
+def _remez_sign(degree: int, a: float, iterations: int = 60) -> tuple[np.ndarray, float]:
+    """Odd degree-``degree`` minimax approximation of 1 on ``[a, 1]`` -> (odd Chebyshev coefficients, error)."""
+    terms = (degree + 1) // 2
+    # a grid dense near a (where the error oscillates fastest) and over the whole interval
+    grid = np.unique(np.concatenate([a + (1 - a) * (1 - np.cos(np.linspace(0, np.pi, _GRID))) / 2,
+                                     np.geomspace(a, 1.0, _GRID)]))
+    basis = _odd_basis(grid, terms)
+    # initial reference: Chebyshev extrema mapped to [a, 1]
+    ref = a + (1 - a) * (1 - np.cos(np.pi * np.arange(terms + 1) / terms)) / 2
+    best, best_err = None, math.inf
+    for _ in range(iterations):
+        m = np.hstack([_odd_basis(ref, terms), ((-1.0) ** np.arange(terms + 1))[:, None]])
+        try:
+            sol = np.linalg.solve(m, np.ones(terms + 1))
+        except np.linalg.LinAlgError:
+            break
+        c = sol[:terms]
+        err = basis @ c - 1.0
+        peak = float(np.max(np.abs(err)))
+        if peak < best_err:
+            best, best_err = c, peak
+        level = abs(sol[terms])
+        if peak - level <= 1e-9 * max(peak, 1e-300):
+            break
+        # new reference: the extrema of the error, one per run of constant sign, alternating
+        sign = np.sign(err)
+        sign[sign == 0] = 1
+        cuts = np.flatnonzero(np.diff(sign)) + 1
+        runs = np.split(np.arange(len(grid)), cuts)
+        ext = np.array([r[np.argmax(np.abs(err[r]))] for r in runs])
+        while len(ext) > terms + 1:  # drop the smallest end extremum until the count fits
+            if abs(err[ext[0]]) < abs(err[ext[-1]]):
+                ext = ext[1:]
+            else:
+                ext = ext[:-1]
+        if len(ext) < terms + 1:
+            break
+        ref = grid[ext]
+    return best, best_err
+
+
+@dataclasses.dataclass(frozen=True)
+class SignComposite:
+    """A composite odd polynomial ``p = p_k o .. o p_1`` approximating ``sign`` on ``[-1, -eps] u [eps, 1]``.
+
+    Attributes:
+        degrees: the stages' degrees.
+        eps: the half-width of the unresolved gap around 0.
+        stages: each stage's Chebyshev coefficients on ``[-1, 1]`` (``numpy.polynomial.chebyshev`` convention).
+        error: measured ``max |p(t) - sign(t)|`` on ``[-1, -eps] u [eps, 1]`` (dense grid).
+        peak: measured ``max |p(t)|`` on ``[-1, 1]``.
+        depth: levels of the stages on ``[-1, 1]`` (without the change of variable ``x / B``).
+    """
+
+    degrees: tuple[int, ...]
+    eps: float
+    stages: tuple[np.ndarray, ...]
+    error: float
+    peak: float
+    depth: int
+
+    def __call__(self, t) -> np.ndarray:
+        y = np.asarray(t, dtype=np.float64)
+        for c in self.stages:
+            y = np.polynomial.chebyshev.chebval(y, c)
+        return y
+
+
+@functools.lru_cache(maxsize=16)
+def sign_composite(degrees: Sequence[int] = DEFAULT_DEGREES, eps: float = DEFAULT_EPS) -> SignComposite:
+    """The minimax composite of the given odd ``degrees`` for the gap ``eps`` (cached; ~1 s for the default)."""
+    degrees = tuple(int(d) for d in degrees)
+    if not degrees or any(d < 3 or d % 2 == 0 for d in degrees):
+        raise ParameterError(f"sign composite degrees must be odd integers >= 3, got {degrees}")
+    if not (isinstance(eps, float) and 0 < eps < 0.5):
+        raise ParameterError(f"eps must be a float in (0, 0.5), got {eps!r}")
+    a = float(eps)
+    stages = []
+    for i, d in enumerate(degrees):
+        c, err = _remez_sign(d, a)
+        if c is None or not math.isfinite(err) or err >= 1.0:
+            raise ParameterError(f"no sign approximation of degree {d} found on [{a:.3g}, 1]")
+        if i < len(degrees) - 1:  # normalize: [a, 1] -> [1 - err, 1 + err] -> [a', 1]
+            c = c / (1.0 + err)
+            a = (1.0 - err) / (1.0 + err)
+        stages.append(_odd_to_chebyshev(c))
+    comp = SignComposite(degrees, float(eps), tuple(stages), 0.0, 0.0, 0)
+    t = np.linspace(eps, 1.0, _CHECK_GRID)
+    error = float(np.max(np.abs(comp(t) - 1.0)))
+    peak = float(np.max(np.abs(comp(np.linspace(0.0, 1.0, _CHECK_GRID)))))
+    depth = sum(polynomial_depth(c, basis="chebyshev") for c in stages)
+    for c in stages:
+        c.setflags(write=False)
+    return dataclasses.replace(comp, error=error, peak=peak, depth=depth)
+
+
+def relu_error_bound(bound: float, composite: SignComposite | None = None) -> float:
+    """Worst ``|relu(x) - x (1 + p(x / B)) / 2|`` for ``x`` in ``[-B, B]`` (the approximation alone, no CKKS noise).
+
+    ``|x| >= eps B``: ``|x| |p - sign| / 2 <= B error / 2``; ``|x| < eps B``: ``|x| (1 + |p|) / 2 <= eps B (1 + peak)
+    / 2``. A 1e-3 relative margin covers extrema between the measuring grid's points.
+    """
+    comp = composite or sign_composite()
+    if not (math.isfinite(bound) and bound > 0):
+        raise ParameterError(f"the ReLU input bound must be a positive number, got {bound!r}")
+    return float(bound) * max(comp.error / 2.0, comp.eps * (1.0 + comp.peak) / 2.0) * (1.0 + 1e-3)
+
+
+def relu_approx(x, bound: float, composite: SignComposite | None = None) -> np.ndarray:
+    """The float64 model of the encrypted ReLU: ``x (1 + p(x / B)) / 2``."""
+    comp = composite or sign_composite()
+    x = np.asarray(x, dtype=np.float64)
+    return x * (1.0 + comp(x / bound)) / 2.0
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the stages as polynomials for evaluate_polynomial
+# ------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PolyStage:
+    """One polynomial of an activation: Chebyshev ``coeffs`` on ``interval``."""
+
+    coeffs: np.ndarray
+    interval: tuple[float, float]
+
+    def depth(self, *, input_scale: float | None = None, scale: float | None = None) -> int:
+        return polynomial_depth(self.coeffs, basis="chebyshev", interval=self.interval, input_scale=input_scale,
+                                scale=scale)
+
+    def evaluate(self, ev, x, *, scale: float | None = None):
+        return evaluate_polynomial(ev, x, self.coeffs, basis="chebyshev", interval=self.interval, scale=scale)
+
+
+def relu_stages(bound: float, composite: SignComposite | None = None) -> list[PolyStage]:
+    """The polynomials of ``s'(x) = (1 + p(x / B)) / 2``; ReLU is then ``x * s'(x)`` (one product)."""
+    comp = composite or sign_composite()
+    if not (math.isfinite(bound) and bound > 0):
+        raise ParameterError(f"the ReLU input bound must be a positive number, got {bound!r}")
+    out = []
+    for i, c in enumerate(comp.stages):
+        c = np.array(c)
+        if i == len(comp.stages) - 1:
+            c = c / 2.0
+            c[0] += 0.5
+        out.append(PolyStage(c, (-float(bound), float(bound)) if i == 0 else (-1.0, 1.0)))
+    return out
+
+
+__all__ = ["SignComposite", "sign_composite", "relu_error_bound", "relu_approx", "relu_stages",
+           "PolyStage", "DEFAULT_DEGREES", "DEFAULT_EPS"]
