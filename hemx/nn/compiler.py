@@ -734,14 +734,18 @@ def _assign_levels(raw: list[Step], level0: int, boot_level: int | None, value_b
     def do_step(i: int, levels: dict, forced: str | None, on_boot=None) -> int:
         """Apply step i (bootstrapping ``forced`` first, then whatever the lazy rule needs): bootstraps used."""
         used = 0
-        todo = [forced] if forced is not None else []
-        for v in todo:
+
+        def boot(v: str) -> None:
+            nonlocal used
             if not can_boot(v, levels[v]):
                 raise _Infeasible(v)
             levels[v] = boot_level
             used += 1
             if on_boot:
                 on_boot(v)
+
+        if forced is not None:
+            boot(forced)
         for v, need in needs(i):
             if levels[v] < need:
                 if boot_level is None:
@@ -752,12 +756,7 @@ def _assign_levels(raw: list[Step], level0: int, boot_level: int | None, value_b
                     raise LevelError(f"step {raw[i].output!r} ({raw[i].kind}) needs {need} levels, more than a "
                                      f"bootstrap returns ({boot_level}): use parameters with more levels after "
                                      "bootstrapping, or a sign composite of smaller degrees (relu=...)")
-                if not can_boot(v, levels[v]):
-                    raise _Infeasible(v)
-                levels[v] = boot_level
-                used += 1
-                if on_boot:
-                    on_boot(v)
+                boot(v)
         step = raw[i]
         levels[step.output] = out_level(i, min(levels[v] for v in step.inputs))
         if levels[step.output] < 0:

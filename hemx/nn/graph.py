@@ -361,17 +361,23 @@ def apply_layer(layer: Layer, xs: list[np.ndarray]) -> np.ndarray:
     raise ParameterError(f"no reference for {type(layer).__name__}")
 
 
+def batched(x, shape: tuple[int, ...], what: str) -> tuple[np.ndarray, bool]:
+    """``x`` of ``shape`` or ``(B, *shape)`` as float64 ``(B, *shape)``, and whether it came without the batch axis."""
+    x = np.asarray(x, dtype=np.float64)
+    single = x.shape == tuple(shape)
+    if single:
+        x = x[None]
+    if x.shape[1:] != tuple(shape):
+        raise ShapeError(f"values of shape {x.shape} for {what} of shape {tuple(shape)} (or (B, *{tuple(shape)}))")
+    return x, single
+
+
 def reference(graph: Graph, x, *, keep: bool = False):
     """Evaluate ``graph`` in float64 on ``x``: ``(B, *input_shape)`` (or one unbatched input).
 
     Returns the output ``(B, *output_shape)``; with ``keep=True`` a dict of every node's output instead.
     """
-    x = np.asarray(x, dtype=np.float64)
-    single = x.shape == graph.input_shape
-    if single:
-        x = x[None]
-    if x.shape[1:] != graph.input_shape:
-        raise ShapeError(f"input of shape {x.shape} for a graph expecting (B, *{graph.input_shape})")
+    x, single = batched(x, graph.input_shape, "a graph's input")
     values: dict[str, np.ndarray] = {}
     for node in graph.nodes:
         values[node.name] = x if isinstance(node.layer, Input) else \

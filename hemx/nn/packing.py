@@ -50,6 +50,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hemx.errors import LevelError, ParameterError, ShapeError
+from hemx.nn.graph import batched
 
 DEFAULT_BSGS_RATIO = 2.0  # cost of a giant rotation relative to a hoisted baby rotation
 _CHUNK = 2048  # (out, in, tap) triples materialized at once when building a conv's diagonals
@@ -105,12 +106,7 @@ class Layout:
 
     def pack(self, x) -> np.ndarray:
         """Tensor values ``shape`` or ``(B, *shape)`` -> slot values ``(num_cts, slots)`` or ``(num_cts, B, slots)``."""
-        x = np.asarray(x, dtype=np.float64)
-        single = x.shape == self.shape
-        if single:
-            x = x[None]
-        if x.shape[1:] != self.shape:
-            raise ShapeError(f"values of shape {x.shape} for a layout of tensors {self.shape} (or (B, *{self.shape}))")
+        x, single = batched(x, self.shape, "a layout of tensors")
         out = np.zeros((x.shape[0], self.num_cts * self.slots))
         out[:, self.positions.reshape(-1)] = x.reshape(x.shape[0], -1)
         out = out.reshape(x.shape[0], self.num_cts, self.slots).transpose(1, 0, 2)
