@@ -3,7 +3,7 @@
 ``hemx bench first-call`` runs each case in two fresh processes that share a new temporary ``HEMX_CACHE_DIR``:
 
 1. process 1 (cold): keys from seed 1, then a second key set (seed 2) in the same process;
-2. process 2 (warm): new keys (seed 3), the programs of process 1 on disk.
+2. processes 2, 3, ... (warm, ``--warm-processes``): new keys each, the programs of process 1 on disk.
 
 For ``jax.jit`` the program is found in JAX's persistent compilation cache after tracing and lowering; for
 ``hemx.jit`` it is loaded (``Program.prepare``, timed apart) without either. Each process prints one
@@ -72,6 +72,7 @@ def worker(case: str, mode: str, seeds: list[int]) -> dict:
         ct = ctx.encrypt(x, keys)
         if case != "mul_rotate":
             ct = ctx.drop_level(ct, 0)
+        jax.block_until_ready(ct.data)  # encryption is dispatched asynchronously: not part of the first call
         want = np.roll(x * x, -1) if case == "mul_rotate" else x
         before = dict(events)
         prepare = None
@@ -110,8 +111,11 @@ def run_process(case: str, mode: str, seeds, cache_dir: str, timeout: float = 18
     return json.loads(lines[-1].split(" ", 1)[1])
 
 
-def bench(cases=CASES, modes=MODES, console=None) -> list[dict]:
-    """Cold and warm processes per case and mode; rows for the report."""
+def bench(cases=CASES, modes=MODES, console=None, *, warm_processes: int = 1) -> list[dict]:
+    """Per case and mode: one cold process, then ``warm_processes`` new processes with new keys; rows for the
+    report (the warm figures are medians over the warm processes, with the range of first / steady)."""
+    import statistics
+
     rows = []
     for case in cases:
         for mode in modes:
@@ -119,22 +123,28 @@ def bench(cases=CASES, modes=MODES, console=None) -> list[dict]:
                 if console is not None:
                     console.print(f"[dim]{case} / {mode}: cold process...[/dim]")
                 cold = run_process(case, mode, [1, 2], tmp)
-                if console is not None:
-                    console.print(f"[dim]{case} / {mode}: warm process...[/dim]")
-                warm = run_process(case, mode, [3], tmp)
+                warm = []
+                for i in range(warm_processes):
+                    if console is not None:
+                        console.print(f"[dim]{case} / {mode}: warm process {i + 1}/{warm_processes}...[/dim]")
+                    warm.append(run_process(case, mode, [3 + i], tmp)["key_sets"][0])
             first, second = cold["key_sets"]
-            (fresh,) = warm["key_sets"]
+
+            def load(record) -> float:
+                return (record["prepare"] or {}).get("seconds") or 0.0
+
+            ratios = [w["first_s"] / w["steady_s"] for w in warm]
             rows.append({
-                "case": case, "mode": mode,
-                "cold_first_s": first["first_s"] + ((first["prepare"] or {}).get("seconds") or 0.0),
-                "second_key_set_s": second["first_s"] + ((second["prepare"] or {}).get("seconds") or 0.0),
-                "warm_prepare_s": (fresh["prepare"] or {}).get("seconds"),
-                "warm_first_s": fresh["first_s"], "warm_steady_s": fresh["steady_s"],
-                "ratio": fresh["first_s"] / fresh["steady_s"],
-                "ratio_with_load": (fresh["first_s"] + ((fresh["prepare"] or {}).get("seconds") or 0.0))
-                / fresh["steady_s"],
-                "warm_compiles": fresh["compiles"], "warm_program": fresh.get("program"),
-                "max_error": max(first["max_error"], second["max_error"], fresh["max_error"]),
+                "case": case, "mode": mode, "warm_processes": warm_processes,
+                "cold_first_s": first["first_s"] + load(first),
+                "second_key_set_s": second["first_s"] + load(second),
+                "warm_prepare_s": statistics.median(load(w) for w in warm) if mode == "program" else None,
+                "warm_first_s": statistics.median(w["first_s"] for w in warm),
+                "warm_steady_s": statistics.median(w["steady_s"] for w in warm),
+                "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+                "ratio_with_load": statistics.median((w["first_s"] + load(w)) / w["steady_s"] for w in warm),
+                "warm_compiles": max(w["compiles"] for w in warm), "warm_program": [w.get("program") for w in warm],
+                "max_error": max([first["max_error"], second["max_error"]] + [w["max_error"] for w in warm]),
             })
     return rows
 
@@ -142,21 +152,25 @@ def bench(cases=CASES, modes=MODES, console=None) -> list[dict]:
 def print_report(rows: list[dict], console) -> None:
     from rich.table import Table
 
-    table = Table(title="First call in a new process with new keys (warm caches), against steady calls")
+    table = Table(title="First call in a new process with new keys (warm caches), against steady calls "
+                  "(medians over the warm processes)")
     for col in ("case", "jit", "process 1 first s", "2nd key set s", "process 2 load s", "process 2 first s",
-                "steady s", "first / steady", "(load + first) / steady", "XLA compiles in 2"):
+                "steady s", "first / steady (range)", "(load + first) / steady", "XLA compiles in 2"):
         table.add_column(col)
     for r in rows:
         load = "-" if r["warm_prepare_s"] is None else f"{r['warm_prepare_s']:.3f}"
         table.add_row(r["case"], "jax.jit" if r["mode"] == "jax" else "hemx.jit", f"{r['cold_first_s']:.3f}",
                       f"{r['second_key_set_s']:.3f}", load, f"{r['warm_first_s']:.3f}", f"{r['warm_steady_s']:.3f}",
-                      f"{r['ratio']:.2f}", f"{r['ratio_with_load']:.2f}", str(r["warm_compiles"]))
+                      f"{r['ratio']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})", f"{r['ratio_with_load']:.2f}",
+                      str(r["warm_compiles"]))
     console.print(table)
 
 
 def add_arguments(p) -> None:
     p.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    p.add_argument("--warm-processes", type=int, default=3, help="new processes with new keys after the cold one "
+                   "(the warm figures are their medians)")
     p.add_argument("--json", default="", help="also write the rows to this JSON file")
 
 
@@ -164,7 +178,9 @@ def run_cli(args) -> int:
     from rich.console import Console
 
     console = Console()
-    rows = bench(args.cases, args.modes, console)
+    if args.warm_processes < 1:
+        raise SystemExit("--warm-processes must be at least 1")
+    rows = bench(args.cases, args.modes, console, warm_processes=args.warm_processes)
     print_report(rows, console)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
