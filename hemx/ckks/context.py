@@ -20,7 +20,7 @@ import functools
 import math
 import warnings
 import weakref
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -321,13 +321,20 @@ class Context:
             )
         return ct
 
-    def _check_key(self, key, key_id: int | None = None):
+    def _check_key(self, key, key_id: int | None = None, level: int | None = None):
         if getattr(key, "context_id", None) != self.id:
             raise ContextMismatchError("the key belongs to another context; generate keys with this context")
         if key_id is not None and key.key_id != key_id:
             raise KeyMismatchError(
                 f"the key (key set {key.key_id}) is not the one the ciphertext was encrypted under "
                 f"(key set {key_id})"
+            )
+        served = getattr(key, "level", None)
+        if level is not None and served is not None and level > served:
+            what = f"Galois key {key.galois}" if key.kind == "galois" else f"{key.kind} key"
+            raise LevelError(
+                f"the {what} serves ciphertexts up to level {served}, this one is at level {level}: drop it to "
+                f"level {served} first (ctx.drop_level), or generate the key with a higher rotation_level"
             )
         return key
 
@@ -400,6 +407,7 @@ class Context:
         bootstrap: bool = False,
         sum_slots: bool = False,
         for_circuits: Iterable = (),
+        rotation_level: int | Mapping[int, int] | None = None,
     ) -> KeySet:
         """Generate a secret key and its public, relinearization and Galois keys.
 
@@ -417,7 +425,22 @@ class Context:
                 ``"bootstrap"``, a function ``fn(ct, keys)`` (traced once, abstractly, on a fresh top-level
                 ciphertext) or a tuple ``(fn, *example_args)`` (traced as ``fn(*example_args, keys)``; example
                 ciphertexts may be ``hemx.ckks.keygen.placeholder(ctx, ...)``). See ``docs/jit.md``.
+            rotation_level: the highest level the rotation and conjugation keys asked for here serve (None: every
+                level), or a mapping ``{step: level}`` for some rotation steps (the others serve every level).
+                Such a key holds only that level's digits and limbs: at ``boot_16``'s level 10 a quarter of a full
+                key's bytes. A ciphertext above it raises :class:`~hemx.errors.LevelError`. The bootstrapper's
+                own keys (``bootstrap=True``) always serve every level.
         """
+        per_step: dict[int, int] = {}
+        if isinstance(rotation_level, Mapping):
+            per_step = {check_int("a rotation step", r): check_int("rotation_level", v)
+                        for r, v in rotation_level.items()}
+            for v in per_step.values():
+                self._limbs(v)  # ParameterError beyond the chain
+            rotation_level = None
+        elif rotation_level is not None:
+            rotation_level = check_int("rotation_level", rotation_level)
+            self._limbs(rotation_level)  # ParameterError beyond the chain
         steps = keygen_mod.rotation_steps(rotations, self.slots)
         elements = list(galois_elements)
         if sum_slots:
@@ -429,20 +452,34 @@ class Context:
             bootstrap = bootstrap or needs_boot
         rotations = sorted(set(steps))
         weight = None
+        levelled: dict[int, int] = {}
+        if rotation_level is not None:
+            asked = {automorphism.galois_element(self.params.n, r % self.slots) for r in rotations if r % self.slots}
+            asked |= {int(g) for g in elements if isinstance(g, (int, np.integer)) and not isinstance(g, bool)}
+            if conjugation:
+                asked.add(automorphism.conjugation_element(self.params.n))
+            levelled = dict.fromkeys(asked, rotation_level)
+        for r, v in per_step.items():
+            if r % self.slots:
+                g = automorphism.galois_element(self.params.n, r % self.slots)
+                levelled[g] = max(v, levelled.get(g, v))
         if bootstrap:
             boot = self.bootstrapper()
             elements += list(boot.galois_elements)
+            for g in boot.galois_elements:  # the bootstrapper's keys serve every level
+                levelled.pop(int(g), None)
+            levelled.pop(automorphism.conjugation_element(self.params.n), None)
             relin = True
             weight = boot.encapsulation_weight
         return keygen_mod.generate_keys(self, rotations, conjugation=conjugation, relin=relin,
-                                        galois_elements=elements, encapsulation_weight=weight)
+                                        galois_elements=elements, encapsulation_weight=weight, levels=levelled)
 
     def switch_key(self, ct: Ciphertext, key: SwitchingKey, *, keyswitch: str | None = None) -> Ciphertext:
         """Key switching with any switching key (``ct`` under the key's source secret -> under its target)."""
         self._check_ct(ct)
         if not isinstance(key, SwitchingKey):
             raise ParameterError(f"switch_key needs a SwitchingKey, got {type(key).__name__}")
-        self._check_key(key, ct.key_id)
+        self._check_key(key, ct.key_id, ct.level)
         flow = self._check_dataflow(keyswitch or self.keyswitch)
         data = self._run(evaluator.rotate_one, (ct.data, self.tables.index_map(1), key.data),
                          (self.plan, self.tables.level(ct.level)), ct.level, num_p=self.num_p,
@@ -885,7 +922,7 @@ class Context:
             key = keys.relin_key()
         else:
             raise ParameterError("ciphertext multiplication needs the relinearization key: ctx.mul(a, b, keys)")
-        self._check_key(key, ct.key_id)
+        self._check_key(key, ct.key_id, ct.level)
         if key.kind != "relin":
             raise ParameterError(f"expected a relinearization key, got a {key.kind} key")
         return key
@@ -971,14 +1008,18 @@ class Context:
         else:
             raise ParameterError("rotation needs Galois keys: pass the KeySet / EvaluationKeys from keygen")
         for key in key_list:
-            self._check_key(key, ct.key_id)
+            self._check_key(key, ct.key_id, ct.level)
         return key_list
 
     def _galois(self, ct: Ciphertext, elements: Sequence[int], keys, what: Sequence[str]) -> list[Ciphertext]:
         """Hoisted automorphisms (Max-Parallel ModUp shared by all elements)."""
         key_list = self._galois_keys(elements, keys, what, ct)
         maps = jnp.stack([self.tables.index_map(g) for g in elements])
-        key_data = jnp.stack([key.data for key in key_list])
+        if len({key.data.shape for key in key_list}) == 1:
+            key_data = jnp.stack([key.data for key in key_list])
+        else:  # keys of several levels: the rows this level reads (the leading digits and limbs of each)
+            num_d, m = keygen_mod.key_dims(self.params, ct.level)
+            key_data = jnp.stack([key.data[:num_d, :, :m] for key in key_list])
         data = self._run(evaluator.rotate_hoisted, (ct.data, maps, key_data), (self.plan, self.tables.level(ct.level)),
                          ct.level, num_p=self.num_p, reduction=self.reduction)
         return [ct.replace(data=data[i]) for i in range(len(elements))]

@@ -33,10 +33,19 @@ def rotation_steps(rotations: Iterable[int] | str, slots: int) -> list[int]:
     return [check_int("a rotation step", r) for r in rotations]
 
 
+def key_dims(params, level: int | None) -> tuple[int, int]:
+    """``(D, k + L)`` of a switching key serving ciphertexts up to ``level`` (None: every level): the digits with a
+    limb at that level and the ``P`` limbs plus the level's ``Q`` limbs."""
+    limbs = params.num_limbs if level is None else params.limbs_at_level(level)
+    return sum(1 for lo, _ in params.digits() if lo < limbs), len(params.special_moduli) + limbs
+
+
 def generate_keys(ctx, rotations: Iterable[int] | str = (), *, conjugation: bool = False,
                   relin: bool = True, galois_elements: Iterable[int] = (),
-                  encapsulation_weight: int | None = None) -> KeySet:
-    """Secret key ``s`` (ternary), public key over Q, and the requested switching keys (see ``Context.keygen``)."""
+                  encapsulation_weight: int | None = None, levels: Mapping[int, int] | None = None) -> KeySet:
+    """Secret key ``s`` (ternary), public key over Q, and the requested switching keys (see ``Context.keygen``).
+
+    ``levels``: Galois element -> the highest level its key serves (smaller keys); the others serve every level."""
     p, smp = ctx.params, ctx.sampler
     num_p, num_q = ctx.num_p, p.num_limbs
     key_id = new_id()
@@ -63,7 +72,8 @@ def generate_keys(ctx, rotations: Iterable[int] | str = (), *, conjugation: bool
     galois = {}
     for g in sorted(elements):
         s_g = automorphism.apply_ntt_automorphism(s_ntt, ctx.tables.index_map(g))
-        galois[g] = switching_key(ctx, s_ntt, s_g, kind="galois", galois=g, key_id=key_id)
+        galois[g] = switching_key(ctx, s_ntt, s_g, kind="galois", galois=g, key_id=key_id,
+                                  level=(levels or {}).get(g))
     switching = {}
     if encapsulation_weight is not None:
         # an ephemeral sparse secret s' and the keys s -> s' and s' -> s (bootstrapping switches to s' just before
@@ -77,27 +87,30 @@ def generate_keys(ctx, rotations: Iterable[int] | str = (), *, conjugation: bool
                   switching=switching, secret=secret)
 
 
-def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: int) -> SwitchingKey:
+def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: int,
+                  level: int | None = None) -> SwitchingKey:
     """Hybrid key from ``s_src`` to ``s``: per digit ``b_d = -a_d s + e_d + P g_d s_src`` over ``P + Q``,
     uint32 ``(D, 2, num_p + L, N)``. The uniform ``a_d`` are expanded from a fresh 32-byte seed, kept on the key
-    (serialization stores ``b_d`` and the seed)."""
+    (serialization stores ``b_d`` and the seed). ``level``: serve ciphertexts up to that level only: the
+    ``(D_l, 2, num_p + L_l, N)`` leading rows of the key the same seed and errors would give in full (every row is a
+    function of its own digit and limb)."""
     p, smp = ctx.params, ctx.sampler
-    digits = p.digits()
-    num_p, m = ctx.num_p, ctx.num_p + p.num_limbs
+    num_d, m = key_dims(p, level)
+    num_p = ctx.num_p
     seed = smp.seed()
-    a = jnp.asarray(uniform_half(seed, ctx.basis, p.n, len(digits)))
-    e = ctx.ring.ntt(encoder.residues(smp.gaussian((len(digits), p.n), p.sigma), ctx.basis))
+    a = jnp.asarray(uniform_half(seed, ctx.basis[:m], p.n, num_d))
+    e = ctx.ring.ntt(encoder.residues(smp.gaussian((num_d, p.n), p.sigma), ctx.basis))[:, :m]
     big_p = math.prod(p.special_moduli)
-    gadget = np.zeros((len(digits), m, 1), dtype=np.uint32)
-    for d, (lo, hi) in enumerate(digits):
-        for i in range(lo, hi):
+    gadget = np.zeros((num_d, m, 1), dtype=np.uint32)
+    for d, (lo, hi) in enumerate(p.digits()[:num_d]):
+        for i in range(lo, min(hi, m - num_p)):
             gadget[d, num_p + i, 0] = big_p % p.moduli[i]
     full = dict(num_p=0, num_q=m)
-    term = evaluator.mul_elementwise(jnp.broadcast_to(s_src, (len(digits), m, p.n)),
-                                     jnp.asarray(np.broadcast_to(gadget, (len(digits), m, p.n))), ctx.plan, **full)
-    b = evaluator.sub(evaluator.add(e, term, ctx.plan, **full), evaluator.mul_elementwise(a, s_ntt, ctx.plan, **full),
-                      ctx.plan, **full)
-    return SwitchingKey(jnp.stack([b, a], axis=1), kind, galois, ctx.id, key_id, seed=seed)
+    term = evaluator.mul_elementwise(jnp.broadcast_to(s_src[:m], (num_d, m, p.n)),
+                                     jnp.asarray(np.broadcast_to(gadget, (num_d, m, p.n))), ctx.plan, **full)
+    b = evaluator.sub(evaluator.add(e, term, ctx.plan, **full),
+                      evaluator.mul_elementwise(a, s_ntt[:m], ctx.plan, **full), ctx.plan, **full)
+    return SwitchingKey(jnp.stack([b, a], axis=1), kind, galois, ctx.id, key_id, seed=seed, level=level)
 
 
 def uniform_half(seed: bytes, basis, n: int, digits: int) -> np.ndarray:

@@ -69,6 +69,9 @@ class SwitchingKey:
             (:func:`hemx.ckks.sampling.expand_seed` over the ``P + Q`` basis, ``D`` digits), or None for a key
             whose ``a_d`` is known only as stored data (loaded from a format-1 file). Serialization writes
             ``b_d`` and the seed only; the expanded ``a_d`` stays in ``data`` for computing. Static pytree data.
+        level: the highest ciphertext level the key serves, or None for every level. A key for level ``l`` holds
+            only the digits and limbs present there: ``(D_l, 2, k + L_l, N)``, the full key's leading rows
+            (``ctx.keygen(rotation_level=l)``; at ``boot_16``'s level 10 a quarter of the bytes).
     """
 
     data: jax.Array
@@ -77,10 +80,14 @@ class SwitchingKey:
     context_id: int
     key_id: int
     seed: bytes | None = None
+    level: int | None = None
 
     def __post_init__(self):
         if self.seed is not None and (not isinstance(self.seed, bytes) or len(self.seed) != SEED_BYTES):
             raise ParameterError(f"a switching key's seed must be None or {SEED_BYTES} bytes, got {self.seed!r}")
+        if self.level is not None and (isinstance(self.level, bool) or not isinstance(self.level, int)
+                                       or self.level < 0):
+            raise ParameterError(f"a switching key's level must be None or a non-negative int, got {self.level!r}")
 
     @property
     def seeded(self) -> bool:
@@ -89,12 +96,13 @@ class SwitchingKey:
     def __repr__(self) -> str:
         g = f", g={self.galois}" if self.galois is not None else ""
         seeded = ", seeded" if self.seed is not None else ""
-        return f"SwitchingKey({self.kind}{g}, digits={self.data.shape[0]}{seeded})"
+        level = f", level<={self.level}" if self.level is not None else ""
+        return f"SwitchingKey({self.kind}{g}, digits={self.data.shape[0]}{level}{seeded})"
 
 
 # a pytree: the key's array is its one leaf; kind, Galois element, ids and seed are static (hashable) data
 jax.tree_util.register_dataclass(SwitchingKey, data_fields=["data"],
-                                 meta_fields=["kind", "galois", "context_id", "key_id", "seed"])
+                                 meta_fields=["kind", "galois", "context_id", "key_id", "seed", "level"])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,10 +35,11 @@ from typing import Mapping, Sequence
 from hemx.errors import SerializationError
 
 MAGIC = b"\x89HEMX\r\n\x1a"
-FORMAT_VERSION = 3  # the newest version this hemx reads and writes
+FORMAT_VERSION = 4  # the newest version this hemx reads and writes
 BASE_VERSION = 1  # what objects without seeded keys are written as
 SEEDED_KEYS_VERSION = 2  # the first version with seeded switching keys
 MAGNITUDE_BOUND_VERSION = 3  # the first version whose ciphertexts / plaintexts may carry max_abs
+LEVELLED_KEYS_VERSION = 4  # the first version with switching keys that serve levels up to l only (fewer rows)
 PREFIX = struct.Struct("<8sHHI")
 DIGEST_SIZE = 32
 MAX_HEADER = 1 << 24  # a header is metadata only; anything larger is not ours
@@ -259,6 +260,15 @@ class HeaderReader:
         if not isinstance(value, dict) or not all(_is_hex(v, size) for v in value.values()):
             raise self._bad(name, f"a JSON object of {2 * size}-hex-digit strings ({size} bytes each)")
         return {k: bytes.fromhex(v) for k, v in value.items()}
+
+    def integer_map(self, name: str, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
+        """A JSON object whose every value is an int in ``[lo, hi]`` (booleans rejected)."""
+        value = self._get(name)
+        if not isinstance(value, dict) or any(
+            type(v) is not int or (lo is not None and v < lo) or (hi is not None and v > hi) for v in value.values()
+        ):
+            raise self._bad(name, f"a JSON object of integers in [{lo}, {hi}]")
+        return dict(value)
 
     def nested(self, name: str) -> "HeaderReader":
         value = self._get(name)

@@ -35,13 +35,16 @@ import numpy as np
 
 from hemx.ckks.ciphertext import Ciphertext, Plaintext
 from hemx.ckks.context import Context
+from hemx.ckks.keygen import key_dims
 from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey
 from hemx.ckks.params import CKKSParameters
 from hemx.ckks.sampling import SEED_BYTES, expand_seed
 from hemx.errors import ContextMismatchError, KeyMismatchError, ParameterError, SecretMaterialError, SerializationError
 from hemx.io import bitpack, keytags
 from hemx.io import parameters as param_codec
-from hemx.io.container import BASE_VERSION, MAGNITUDE_BOUND_VERSION, SEEDED_KEYS_VERSION, Envelope, HeaderReader
+from hemx.io.container import (
+    BASE_VERSION, LEVELLED_KEYS_VERSION, MAGNITUDE_BOUND_VERSION, SEEDED_KEYS_VERSION, Envelope, HeaderReader,
+)
 
 MAX_BATCH_AXES = 16
 SECRET_MODULUS = 3  # ternary coefficients -1, 0, 1 stored as residues 0, 1, 2
@@ -97,8 +100,10 @@ def pq_moduli(params: CKKSParameters) -> tuple[int, ...]:
     return tuple(params.special_moduli) + tuple(params.moduli)
 
 
-def switching_key_shape(params: CKKSParameters) -> tuple[int, ...]:
-    return (len(params.digits()), 2, len(params.special_moduli) + params.num_limbs, params.n)
+def switching_key_shape(params: CKKSParameters, level: int | None = None) -> tuple[int, ...]:
+    """``(D, 2, k + L, N)``; for a key serving levels up to ``level``, that level's digits and limbs."""
+    num_d, m = key_dims(params, level)
+    return (num_d, 2, m, params.n)
 
 
 def require_context(context, what: str) -> Context:
@@ -295,11 +300,20 @@ def _switching_section(key: SwitchingKey, context: Context, name: str) -> Sectio
     if key.kind not in SWITCHING_KINDS:
         raise SerializationError(f"unknown switching-key kind {key.kind!r}")
     _check_galois(params, key.kind, key.galois)
-    _check_shape(key.data.shape, switching_key_shape(params), "switching key", batch=False)
+    _check_key_level(params, key.level)
+    shape = switching_key_shape(params, key.level)
+    _check_shape(key.data.shape, shape, "switching key", batch=False)
+    moduli = pq_moduli(params)[: shape[2]]
     if key.seed is None:
-        return Section(name, key.data, pq_moduli(params))
+        return Section(name, key.data, moduli)
     _check_seed_matches(key, params)
-    return Section(name, key.data, pq_moduli(params), part=0)
+    return Section(name, key.data, moduli, part=0)
+
+
+def _check_key_level(params: CKKSParameters, level) -> None:
+    if level is not None and (isinstance(level, bool) or not isinstance(level, int) or
+                              not 0 <= level <= params.max_level):
+        raise SerializationError(f"a switching key's level must be in [0, {params.max_level}], got {level!r}")
 
 
 def _check_seed_matches(key: SwitchingKey, params: CKKSParameters) -> None:
@@ -318,14 +332,23 @@ def _check_seed_matches(key: SwitchingKey, params: CKKSParameters) -> None:
 
 
 def _expand_key(b: np.ndarray, seed: bytes, params: CKKSParameters) -> np.ndarray:
-    """A seeded key's data ``(D, 2, k + L, N)`` from its stored ``b_d`` ``(D, k + L, N)`` and its seed."""
-    a = expand_seed(seed, pq_moduli(params), params.n, b.shape[0])
+    """A seeded key's data ``(D, 2, M, N)`` from its stored ``b_d`` ``(D, M, N)`` and its seed (``M = k + L``, or
+    fewer limbs for a key that serves the lower levels only)."""
+    a = expand_seed(seed, pq_moduli(params)[: b.shape[1]], params.n, b.shape[0])
     return np.stack([b, a], axis=1)
 
 
-def _seeded_shape(params: CKKSParameters) -> tuple[int, ...]:
-    d, _, m, n = switching_key_shape(params)
+def _seeded_shape(params: CKKSParameters, level: int | None = None) -> tuple[int, ...]:
+    d, _, m, n = switching_key_shape(params, level)
     return (d, m, n)
+
+
+def _check_levels_allowed(envelope: Envelope, what: str) -> None:
+    if envelope.version < LEVELLED_KEYS_VERSION:
+        raise SerializationError(
+            f"the {what} header has levelled keys, which format version {envelope.version} does not have "
+            f"(they came with version {LEVELLED_KEYS_VERSION}); the data was altered"
+        )
 
 
 def _check_seeds_allowed(envelope: Envelope, what: str) -> None:
@@ -364,10 +387,15 @@ def encode_switching_key(key: SwitchingKey, context: Context) -> Encoded:
     _check_owner(key, context, "switching key")
     section = _switching_section(key, context, "data")
     header = dict(_key_header(context, key.key_id), key_kind=key.kind, galois=key.galois)
+    version = BASE_VERSION
+    if key.level is not None:  # absent for keys of every level: older readers see the same header
+        header["level"] = key.level
+        version = LEVELLED_KEYS_VERSION
     if key.seed is None:
-        return Encoded("switching_key", header, (section,))
+        return Encoded("switching_key", header, (section,), version) if version != BASE_VERSION else \
+            Encoded("switching_key", header, (section,))
     header["seed"] = key.seed.hex()
-    return Encoded("switching_key", header, (section,), SEEDED_KEYS_VERSION)
+    return Encoded("switching_key", header, (section,), max(version, SEEDED_KEYS_VERSION))
 
 
 def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
@@ -375,17 +403,22 @@ def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
     kind = reader.string("key_kind", SWITCHING_KINDS)
     galois = reader.optional_integer("galois")
     seed = reader.hex_bytes("seed", SEED_BYTES) if reader.has("seed") else None
+    params = context.params
+    level = reader.integer("level", 0, params.max_level) if reader.has("level") else None
     reader.finish()
     if seed is not None:
         _check_seeds_allowed(envelope, "switching key")
-    params = context.params
+    if level is not None:
+        _check_levels_allowed(envelope, "switching key")
     _check_galois(params, kind, galois)
+    shape = switching_key_shape(params, level)
+    moduli = pq_moduli(params)[: shape[2]]
     if seed is None:
-        data = _read_sections(envelope, {"data": (switching_key_shape(params), pq_moduli(params))})["data"]
+        data = _read_sections(envelope, {"data": (shape, moduli)})["data"]
     else:
-        b = _read_sections(envelope, {"data": (_seeded_shape(params), pq_moduli(params))})["data"]
+        b = _read_sections(envelope, {"data": (_seeded_shape(params, level), moduli)})["data"]
         data = _expand_key(b, seed, params)
-    return SwitchingKey(jnp.asarray(data), kind, galois, context.id, key_id, seed=seed)
+    return SwitchingKey(jnp.asarray(data), kind, galois, context.id, key_id, seed=seed, level=level)
 
 
 def _galois_section_name(g: int) -> str:
@@ -403,11 +436,14 @@ def encode_evaluation_keys(keys: EvaluationKeys, context: Context) -> Encoded:
     _check_key_owner(keys.public, context, keys.key_id, "public key")
     sections = [_public_section(keys.public, context, "public")]
     seeds: dict[str, str] = {}
+    levels: dict[str, int] = {}
 
     def add(key: SwitchingKey, name: str) -> None:
         sections.append(_switching_section(key, context, name))
         if key.seed is not None:
             seeds[name] = key.seed.hex()
+        if key.level is not None:
+            levels[name] = key.level
 
     if keys.relin is not None:
         _check_key_owner(keys.relin, context, keys.key_id, "relinearization key")
@@ -429,10 +465,15 @@ def encode_evaluation_keys(keys: EvaluationKeys, context: Context) -> Encoded:
     header = dict(_key_header(context, keys.key_id), relin=keys.relin is not None, galois=sorted(keys.galois))
     if keys.switching:  # absent (not an empty list) when there are none, so older readers see the same header
         header["encapsulation"] = True
-    if not seeds:  # no seeded key: the version-1 layout, byte for byte
-        return Encoded("evaluation_keys", header, tuple(sections))
+    version = BASE_VERSION
+    if levels:  # section name -> the highest level the key stored there serves (absent: every level)
+        header["levels"] = levels
+        version = LEVELLED_KEYS_VERSION
+    if not seeds:  # no seeded key (and no levelled one): the version-1 layout, byte for byte
+        return Encoded("evaluation_keys", header, tuple(sections), version) if version != BASE_VERSION else \
+            Encoded("evaluation_keys", header, tuple(sections))
     header["seeds"] = seeds  # section name -> seed of the key stored there as its b_d alone
-    return Encoded("evaluation_keys", header, tuple(sections), SEEDED_KEYS_VERSION)
+    return Encoded("evaluation_keys", header, tuple(sections), max(version, SEEDED_KEYS_VERSION))
 
 
 def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKeys:
@@ -442,24 +483,30 @@ def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKe
     names = NAMED_SWITCHING if "encapsulation" in envelope.header and reader.boolean("encapsulation") else ()
     has_seeds = reader.has("seeds")
     seeds = reader.hex_bytes_map("seeds", SEED_BYTES) if has_seeds else {}
+    params = context.params
+    has_levels = reader.has("levels")
+    levels = reader.integer_map("levels", 0, params.max_level) if has_levels else {}
     reader.finish()
     if has_seeds:
         _check_seeds_allowed(envelope, "evaluation keys")
-    params = context.params
+    if has_levels:
+        _check_levels_allowed(envelope, "evaluation keys")
     if len(set(elements)) != len(elements):
         raise SerializationError("the evaluation keys list a Galois element twice")
     for g in elements:
         _check_galois(params, "galois", g)
     key_sections = (["relin"] if has_relin else []) + [_galois_section_name(g) for g in elements] + [
         f"switching:{name}" for name in names]
-    unknown = sorted(set(seeds) - set(key_sections))
-    if unknown or (has_seeds and not seeds):
-        raise SerializationError(f"the evaluation keys list seeds for {unknown or 'no'} switching keys; "
-                                 f"they hold {key_sections}")
-    moduli = pq_moduli(params)
+    for what, listed in (("seeds", seeds), ("levels", levels)):
+        unknown = sorted(set(listed) - set(key_sections))
+        if unknown or (what in envelope.header and not listed):
+            raise SerializationError(f"the evaluation keys list {what} for {unknown or 'no'} switching keys; "
+                                     f"they hold {key_sections}")
     expected = {"public": ((2, params.num_limbs, params.n), q_moduli(params, params.num_limbs))}
-    expected.update({name: (_seeded_shape(params) if name in seeds else switching_key_shape(params), moduli)
-                     for name in key_sections})
+    for name in key_sections:
+        level = levels.get(name)
+        shape = _seeded_shape(params, level) if name in seeds else switching_key_shape(params, level)
+        expected[name] = (shape, pq_moduli(params)[: switching_key_shape(params, level)[2]])
     arrays = _read_sections(envelope, expected)
 
     def switching(name: str, kind: str, g: int | None) -> SwitchingKey:
@@ -467,7 +514,7 @@ def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKe
         data = arrays.pop(name)  # drop the stored b_d as soon as the key is built (large key sets)
         if seed is not None:
             data = _expand_key(data, seed, params)
-        return SwitchingKey(jnp.asarray(data), kind, g, context.id, key_id, seed=seed)
+        return SwitchingKey(jnp.asarray(data), kind, g, context.id, key_id, seed=seed, level=levels.get(name))
 
     return EvaluationKeys(
         public=PublicKey(jnp.asarray(arrays["public"]), context.id, key_id),

@@ -188,7 +188,13 @@ def test_resnet20_plan_at_boot16():
     print(plan.summary())
     convs = [s for s in plan.steps if s.kind == "linear"]
     assert len(convs) == 21 + 1  # 19 3x3 convs, 2 shortcut convs, the dense layer
-    assert plan.input_level == 25 and plan.bootstrap_level == 10
+    # inputs at the bootstrap's output level: no more bootstraps than from the top, keys for levels <= 10 only
+    assert plan.input_level == 10 and plan.bootstrap_level == 10
+    assert max(plan.rotation_levels.values()) == 10 and set(plan.rotation_levels) == set(plan.rotations)
+    top = compile(g, hemx.CKKSParameters.preset("boot_16"), calibration=rng.uniform(0, 1, (4, 3, 32, 32)),
+                  input_level=25)
+    assert top.plan.input_level == 25 and top.plan.bootstraps >= plan.bootstraps
+    assert max(top.plan.rotation_levels.values()) == 25
     assert 33 <= plan.bootstraps <= 40  # 19 ReLUs of 16 levels + 21 convs over 10 levels per bootstrap: >= 33
     assert len(plan.rotations) < 120 and plan.key_bytes is None  # bootstrap keys: counted with a Context
     stage3 = [s for s in plan.steps if s.node.startswith("s3") and s.kind == "linear"]
