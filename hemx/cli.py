@@ -234,7 +234,7 @@ def _cmd_bench_bootstrap(args) -> int:
             raise HemxError(f"--slots takes 'full' and powers of two, got {item!r}")
     results = bb.bench_bootstrap(preset=args.preset, sides=sides, repeats=args.repeats,
                                  iterations=args.iterations, threads=args.threads, slots=tuple(slots) or (None,),
-                                 console=console, profile=args.profile)
+                                 console=console, profile=args.profile, lattigo_params=args.lattigo_params)
     bb.print_report(results, console)
     if args.profile:
         from hemx.bench.bootstrap_profile import print_profile
@@ -426,9 +426,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default="bench-results")
     c.set_defaults(func=_cmd_bench_circuits, plot="")
 
-    bt = bsub.add_parser("bootstrap", help="bootstrapping latency, precision, levels and keys; desilofhe beside")
+    bt = bsub.add_parser("bootstrap", help="bootstrapping latency, precision, levels and keys; desilofhe and "
+                         "Lattigo beside")
     bt.add_argument("--preset", default="boot_16", help="hemx parameter preset (boot_12, boot_13, boot_16)")
-    bt.add_argument("--sides", default="hemx,desilofhe", help="comma list of: hemx, desilofhe (each in its own process)")
+    bt.add_argument("--sides", default="hemx,desilofhe", help="comma list of: hemx, desilofhe, lattigo (each in its "
+                    "own process; lattigo: the program at $HEMX_LATTIGO_BENCH, see docs/compare-peers.md)")
+    bt.add_argument("--lattigo-params", default="N16QP1546H192H32", choices=("N16QP1546H192H32", "N16QP1767H32768H32"),
+                    help="Lattigo's preset: sparse secret (default) or dense (about 17 GiB)")
     bt.add_argument("--repeats", type=int, default=3)
     bt.add_argument("--iterations", type=int, default=1, help="hemx bootstrap iterations (2: META-BTS)")
     bt.add_argument("--threads", type=int, default=2, help="CPUs each side may use (desilofhe's thread_count)")

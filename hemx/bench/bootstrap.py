@@ -1,18 +1,25 @@
-"""``hemx bench bootstrap``: bootstrapping latency, precision, levels and keys, hemx beside desilofhe.
+"""``hemx bench bootstrap``: bootstrapping latency, precision, levels and keys, hemx beside desilofhe and Lattigo.
 
-Each library runs in its own process (``python -m hemx.bench.bootstrap --worker hemx|desilofhe ...``), one after
+Each library runs in its own process (``python -m hemx.bench.bootstrap --worker hemx|desilofhe|lattigo ...``), one after
 the other, so that both key sets never share the memory of a small machine; each worker prints one JSON line.
 For every side: key generation time, key count and bytes, the first bootstrap (compilation included for hemx),
 the median of ``repeats`` bootstraps, the worst and mean precision in bits against the encrypted values
 (uniform in [-1, 1], ``-log2 |got - want|`` computed here), and the level left for the user. hemx runs once per
 slot count asked for (full ``N/2`` slots, and sparse ones such as 2^10: ``Context(params, slots=...)``);
 desilofhe's CPU engine bootstraps full slots only. :func:`plot` draws latency and precision side by side.
+
+Lattigo (Go) is a peer built outside hemx: its bootstrapping benchmark program (``docs/compare-peers.md`` says how
+to build Lattigo v6.2.0's offline; its recipe is the one the issue measured with) is run from the path in
+``$HEMX_LATTIGO_BENCH`` with ``-params <preset> -runs <repeats>`` and ``GOMAXPROCS=<threads>``, and its report is
+parsed into the same fields (its presets: ``N16QP1546H192H32``, sparse secret, the default;
+``N16QP1767H32768H32``, dense, ~17 GiB). It computes on about one core whatever ``GOMAXPROCS`` says.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -23,7 +30,9 @@ import numpy as np
 
 from hemx.bench.report import BenchResult, render_table
 
-SIDES = ("hemx", "desilofhe")
+SIDES = ("hemx", "desilofhe", "lattigo")
+LATTIGO_ENV = "HEMX_LATTIGO_BENCH"  # path of Lattigo's bootstrapping benchmark program
+LATTIGO_PARAMS = ("N16QP1546H192H32", "N16QP1767H32768H32")
 
 
 def _bits(want, got) -> tuple[float, float]:
@@ -121,8 +130,65 @@ def _desilo_worker(repeats: int, threads: int, seed: int, keys: str = "full") ->
             "key_bytes": key_bytes}
 
 
+_LATTIGO_LINES = {
+    "keygen_s": re.compile(r"^keygen: total ([0-9.]+) s"),
+    "key_bytes": re.compile(r"^evaluation keys: .*BinarySize = [0-9.]+ GiB \((\d+) bytes\)"),
+    "precompute_s": re.compile(r"^bootstrapping\.NewEvaluator .*: ([0-9.]+) s"),
+    "slots": re.compile(r"^input: (\d+) slots"),
+    "after": re.compile(r"^after bootstrap: level (\d+) of (\d+)"),
+    "peak_rss_gib": re.compile(r"peak RSS \(getrusage\) = ([0-9.]+) GiB"),
+}
+_LATTIGO_RUN = re.compile(r"^run (\d+): bootstrap ([0-9.]+) s; precision worst ([0-9.]+) bits, mean ([0-9.]+) bits")
+
+
+def parse_lattigo(text: str) -> dict:
+    """The fields of :func:`_hemx_worker`'s row from the Lattigo benchmark program's report."""
+    row: dict = {"side": "lattigo"}
+    runs = []
+    for line in text.splitlines():
+        line = line.strip()
+        m = _LATTIGO_RUN.match(line)
+        if m:
+            runs.append((float(m.group(2)), float(m.group(3)), float(m.group(4))))
+            continue
+        for key, pattern in _LATTIGO_LINES.items():
+            m = pattern.search(line)
+            if m:
+                if key == "after":
+                    row["level_after"], row["max_level"] = int(m.group(1)), int(m.group(2))
+                elif key in ("key_bytes", "slots"):
+                    row[key] = int(m.group(1))
+                else:
+                    row[key] = float(m.group(1))
+    if not runs:
+        return {"side": "lattigo", "error": "no 'run i: bootstrap ...' line in Lattigo's report:\n" + text[-1500:]}
+    times = [t for t, _, _ in runs]
+    row.update(first_s=times[0], median_s=statistics.median(times[1:] or times), min_s=min(times),
+               min_bits=min(b for _, b, _ in runs), mean_bits=statistics.mean(m for _, _, m in runs), runs=len(runs))
+    return row
+
+
+def _lattigo_worker(repeats: int, threads: int, params: str, timeout_s: float = 3600.0) -> dict:
+    binary = os.environ.get(LATTIGO_ENV, "")
+    if not binary or not os.access(binary, os.X_OK):
+        return {"side": "lattigo", "error": f"set {LATTIGO_ENV} to Lattigo's bootstrapping benchmark program "
+                                            "(docs/compare-peers.md: how to build it offline)"}
+    if params not in LATTIGO_PARAMS:
+        return {"side": "lattigo", "error": f"Lattigo parameters must be one of {LATTIGO_PARAMS}, got {params!r}"}
+    env = dict(os.environ, GOMAXPROCS=str(threads))
+    env.setdefault("GOMEMLIMIT", "16GiB" if params == LATTIGO_PARAMS[1] else "13GiB")
+    proc = subprocess.run([binary, "-params", params, "-runs", str(max(int(repeats), 2))], capture_output=True,
+                          text=True, env=env, timeout=timeout_s)
+    if proc.returncode != 0:
+        return {"side": "lattigo", "error": (proc.stderr or proc.stdout)[-2000:] or f"exit {proc.returncode}"}
+    row = parse_lattigo(proc.stdout)
+    row.update(threads=threads, params=params)
+    return row
+
+
 def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: int, seed: int = 1,
-             slots: int | None = None, timeout_s: float = 3600.0, profile: bool = False) -> dict:
+             slots: int | None = None, timeout_s: float = 3600.0, profile: bool = False,
+             lattigo_params: str = LATTIGO_PARAMS[0]) -> dict:
     """One side in a fresh process limited to ``threads`` CPUs; its JSON result (or ``{"error": ...}``).
 
     ``slots``: hemx's slot count (None: full ``N/2``). ``profile`` (hemx only): the stage / kernel-kind profile of
@@ -140,6 +206,8 @@ def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: 
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {PROFILE_XLA_FLAGS}".strip()
     if side == "desilofhe":
         cmd += ["--desilo-keys", desilo_key_kind()]
+    if side == "lattigo":
+        cmd += ["--lattigo-params", lattigo_params]
     try:
         cpus = sorted(os.sched_getaffinity(0))[:threads]
         pre = lambda: os.sched_setaffinity(0, cpus)  # noqa: E731
@@ -155,8 +223,9 @@ def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: 
     return {"side": side, "error": why or f"worker exited with status {proc.returncode} and no output"}
 
 
-def bench_bootstrap(*, preset: str = "boot_16", sides=SIDES, repeats: int = 3, iterations: int = 1,
-                    threads: int = 2, slots=(None,), console=None, profile: bool = False) -> list[BenchResult]:
+def bench_bootstrap(*, preset: str = "boot_16", sides=("hemx", "desilofhe"), repeats: int = 3, iterations: int = 1,
+                    threads: int = 2, slots=(None,), console=None, profile: bool = False,
+                    lattigo_params: str = LATTIGO_PARAMS[0]) -> list[BenchResult]:
     """Each side (hemx once per entry of ``slots``, None meaning full slots) in its own process, in turn.
 
     ``profile``: hemx only, one iteration, the per-stage / per-kernel-kind profile
@@ -171,8 +240,9 @@ def bench_bootstrap(*, preset: str = "boot_16", sides=SIDES, repeats: int = 3, i
             console.print(f"[dim]({i}/{len(runs)}) {side}, {what}: key generation and bootstraps in a separate "
                           "process...[/]")
         row = run_side(side, preset=preset, repeats=repeats, iterations=iterations, threads=threads, slots=s,
-                       profile=profile)
-        results.append(BenchResult("bootstrap", side, {"preset": preset if side == "hemx" else "default",
+                       profile=profile, lattigo_params=lattigo_params)
+        peer_preset = lattigo_params if side == "lattigo" else "default"
+        results.append(BenchResult("bootstrap", side, {"preset": preset if side == "hemx" else peer_preset,
                                                         "threads": threads, "slots": row.get("slots", s)},
                                    row.get("median_s"), row.get("min_s"), extra=row))
     return results
@@ -234,6 +304,7 @@ def _main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--slots", type=int, default=None)
     ap.add_argument("--desilo-keys", choices=("full", "small"), default="full")
+    ap.add_argument("--lattigo-params", choices=LATTIGO_PARAMS, default=LATTIGO_PARAMS[0])
     ap.add_argument("--profile", action="store_true", help="hemx: per-stage / per-kernel-kind profile")
     a = ap.parse_args(argv)
     if a.profile:
@@ -242,6 +313,8 @@ def _main(argv=None) -> int:
         row = profile_worker(a.preset, a.repeats, a.seed, a.slots)
     elif a.worker == "hemx":
         row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots)
+    elif a.worker == "lattigo":
+        row = _lattigo_worker(a.repeats, a.threads, a.lattigo_params)
     else:
         row = _desilo_worker(a.repeats, a.threads, a.seed, a.desilo_keys)
     print(json.dumps(row))
@@ -252,4 +325,5 @@ if __name__ == "__main__":
     sys.exit(_main())
 
 
-__all__ = ["bench_bootstrap", "run_side", "print_report", "plot", "desilo_key_kind", "SIDES"]
+__all__ = ["bench_bootstrap", "run_side", "print_report", "plot", "desilo_key_kind", "parse_lattigo", "SIDES",
+           "LATTIGO_ENV", "LATTIGO_PARAMS"]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import warnings
+
+import pytest
 
 from hemx.bench import bootstrap as bb
 from hemx.bench import bootstrap_profile as bp
@@ -135,3 +138,36 @@ def test_hlo_instruction_kinds():
     assert kinds == {"ffi_call.3": "ModUp (fused)", "wrapped_slice.5": "copies", "add_select_fusion.1": "element-wise",
                      "ffi_call.9": "ModDown / rescale (fused)"}
     assert bp.custom_call_counts(hlo) == {"hemx_modup": 1, "hemx_divide": 1}
+
+
+# ------------------------------------------------------------------------------------------ Lattigo beside
+LATTIGO_REPORT = pathlib.Path(__file__).parent / "data" / "lattigo_report_logn12.txt"  # a real run (-logn 12)
+
+
+def test_lattigo_report_is_parsed():
+    from hemx.bench import bootstrap as bb
+
+    row = bb.parse_lattigo(LATTIGO_REPORT.read_text())
+    assert row["keygen_s"] == 1.49 and row["key_bytes"] == 285290453 and row["slots"] == 2048
+    assert row["first_s"] == 0.612 and row["median_s"] == pytest.approx((1.392 + 0.584) / 2)
+    assert row["min_s"] == 0.584 and row["min_bits"] == 25.01 and row["mean_bits"] == pytest.approx(27.10)
+    assert (row["level_after"], row["max_level"], row["runs"]) == (9, 9, 3) and row["peak_rss_gib"] == 0.567
+    assert "error" in bb.parse_lattigo("keygen: total 1 s\n")
+
+
+def test_lattigo_side_runs_the_program_it_is_given(tmp_path, monkeypatch):
+    """The side runs $HEMX_LATTIGO_BENCH with the preset, the runs and GOMAXPROCS; without it, a clear error."""
+    from hemx.bench import bootstrap as bb
+
+    fake = tmp_path / "bench"
+    log = tmp_path / "argv"
+    fake.write_text(f"#!/bin/sh\necho \"$@ GOMAXPROCS=$GOMAXPROCS\" > {log}\ncat {LATTIGO_REPORT}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv(bb.LATTIGO_ENV, str(fake))
+    (result,) = bb.bench_bootstrap(sides=("lattigo",), repeats=3, threads=2, lattigo_params="N16QP1546H192H32")
+    assert log.read_text().split() == ["-params", "N16QP1546H192H32", "-runs", "3", "GOMAXPROCS=2"]
+    assert result.name == "lattigo" and result.params["preset"] == "N16QP1546H192H32"
+    assert result.extra["min_bits"] == 25.01 and result.median_s == pytest.approx(0.988)
+    monkeypatch.setenv(bb.LATTIGO_ENV, str(tmp_path / "missing"))
+    (missing,) = bb.bench_bootstrap(sides=("lattigo",), repeats=2)
+    assert bb.LATTIGO_ENV in missing.extra["error"]
