@@ -19,7 +19,7 @@ GUIDES = sorted(p.name for p in DOCS.glob("*.md") if BLOCK.search(p.read_text(en
 def test_every_guide_with_code_is_run():
     """Every guide's Python blocks run below; the guides the README names all have examples."""
     assert {"ckks.md", "compare-peers.md", "circuits.md", "bootstrap.md", "kernels.md", "polymul.md", "io.md",
-            "plan.md", "apps-cnn.md", "apps-logreg.md", "dataflow.md"} <= set(GUIDES)
+            "plan.md", "apps-cnn.md", "apps-logreg.md", "dataflow.md", "nn.md", "jit.md"} <= set(GUIDES)
 
 
 @pytest.mark.parametrize("name", GUIDES)
