@@ -44,7 +44,7 @@ GROUPS = (
     Group(("tests/apps", "tests/cli/test_demo.py"), 4.5),
     Group(("tests/bench",), 1.9),  # test_bench_bootstrap.py: boot_12 workers, --profile ~35 s; test_gpu_check.py ~45 s
     Group(("tests/circuits/test_bootstrap.py", "tests/circuits/test_bootstrap_scales.py",
-           "tests/circuits/test_bootstrap_sparse.py"), 2.3),  # test_bootstrap_sparse.py: new, not yet timed
+           "tests/circuits/test_bootstrap_sparse.py", "tests/circuits/test_lintrans_hoisting.py"), 3.5),  # test_bootstrap_sparse.py: new, not yet timed
     Group(("tests/circuits/test_jit.py", "tests/circuits/test_lintrans.py", "tests/circuits/test_polynomial.py",
            "tests/circuits/test_simulator_exact.py", "tests/circuits/test_array.py", "tests/circuits/test_program.py"),
           2.7),  # test_array.py: ~0.7 min; test_program.py (hemx.jit): ~0.3 min
@@ -68,6 +68,9 @@ GROUPS = (
     # subprocesses with 8 simulated devices (test_shardmap_keyswitch.py: about 1.5 min more) and 2 jax.distributed
     # processes; test_export.py's boot_12 bootstrap export for cuda and tpu: about 1 min
     Group(("tests/parallel",), 4.6),
+    # hemx.nn (issue 28): packing against lax.conv in the simulator, the ReLU approximation, the compiler (a small
+    # residual network encrypted, one at boot_12 with 2 bootstraps), the JAX / Keras front ends and ResNet-20
+    Group(("tests/nn",), 4.0),
     # a second venv with JAX 0.11.2 (made once under build/, about 1 min) runs CKKS ops and a boot_12 bootstrap
     Group(("tests/test_jax_compat.py",), 2.8),
 )

@@ -15,8 +15,13 @@ recombination): the same calls in the same order as ``Bootstrapper._once``, chec
   context dispatches (``Context._run`` wrapped on the instance): key switches (one per rotation, conjugation,
   relinearization and encapsulation switch; a hoisted batch of ``R`` rotations is ``R`` key switches sharing one
   ModUp), ModUps, rotations, conjugations, relinearizations and rescales (a relinearization with its rescale folded
-  into ModDown counts as both). The native custom calls in each stage's compiled HLO are counted as well
-  (``hemx_modup`` should equal the ModUps).
+  into ModDown counts as both; a double-hoisted BSGS transform, ``bsgs_double_hoisted``, counts its rotations, its
+  ModUps and its one folded rescale). The native custom calls in each stage's compiled HLO are counted as well
+  (``hemx_modup`` should equal the ModUps), and the polynomials the ``hemx_divide`` calls divide (ModDowns and
+  rescales, :func:`custom_call_polys`).
+* **Hoisting A/B.** :func:`hoisting_ab` (``python -m hemx.bench.bootstrap_profile --ab PRESET``) compares the
+  transforms' single and double hoisting in one process: counts, divided polynomials, precision, and the whole
+  bootstrap as one program (and eagerly) timed round-robin.
 * **Kernel kinds, from a trace.** Each stage's program runs once under ``jax.profiler``; the trace's per-thunk
   events are named after the HLO instructions, which :func:`hlo_instructions` maps to a kind (native custom calls
   by target: NTT, basis conversion, fused ModUp, fused ModDown / rescale, inner product, automorphism; XLA fusions
@@ -141,6 +146,13 @@ def count_ops(ctx):
             counts["hoisted_batches"] += 1
             counts["key_switches"] += r
             counts["modups"] += 1
+        elif name == "bsgs_double_hoisted":  # a double-hoisted BSGS transform (hemx.circuits.lintrans)
+            babies, giants = len(data[1]), len(data[3])
+            counts["rotations"] += babies + giants
+            counts["hoisted_batches"] += babies > 0
+            counts["key_switches"] += babies + giants
+            counts["modups"] += (babies > 0) + giants
+            counts["rescales"] += 1  # folded into its final division by P
         elif name in ("mul_relin", "mul_relin_rescale", "relinearize"):
             counts["relinearizations"] += 1
             counts["key_switches"] += 1
@@ -215,6 +227,17 @@ def custom_call_counts(hlo: str) -> dict:
     return dict(collections.Counter(re.findall(r'custom_call_target="([^"]+)"', hlo)))
 
 
+def custom_call_polys(hlo: str, target: str = "hemx_divide") -> int:
+    """Polynomials written by the native custom calls of ``target`` in an HLO module's text (the output's
+    leading dimensions multiplied: a ``u32[2,48,N]`` division is 2 polynomial ModDowns / rescales)."""
+    total = 0
+    for m in re.finditer(r'= u32\[([\d,]*)\][^=]*? custom-call\([^\n]*custom_call_target="' + re.escape(target) + '"',
+                         hlo):
+        dims = [int(d) for d in m.group(1).split(",") if d]
+        total += math.prod(dims[:-2]) if len(dims) > 2 else 1
+    return total
+
+
 def hlo_instructions(hlo: str) -> dict[str, str]:
     """HLO instruction name -> kernel kind (:data:`KINDS`), for naming trace events."""
     out = {}
@@ -228,7 +251,8 @@ def hlo_instructions(hlo: str) -> dict[str, str]:
     return out
 
 
-KEYSWITCH_KERNELS = ("rotate_one", "rotate_hoisted", "mul_relin", "mul_relin_rescale", "relinearize")
+KEYSWITCH_KERNELS = ("rotate_one", "rotate_hoisted", "mul_relin", "mul_relin_rescale", "relinearize",
+                     "bsgs_double_hoisted")
 
 
 def hlo_kernels(hlo: str) -> dict[str, str]:
@@ -325,7 +349,8 @@ def profile_bootstrap(ctx, bt, keys, ct, *, repeats: int = 3, whole_jit: bool = 
                      "bit_exact_vs_eager": bool(np.array_equal(np.asarray(out.data), np.asarray(fn(x_in).data))),
                      "counts": {k: v for k, v in prog.counts.items() if not k.startswith("op:")},
                      "ops": {k[3:]: v for k, v in prog.counts.items() if k.startswith("op:")},
-                     "custom_calls": custom_call_counts(prog.hlo)})
+                     "custom_calls": custom_call_counts(prog.hlo),
+                     "divide_polys": custom_call_polys(prog.hlo, "hemx_divide")})
     calls = {name: (lambda p=programs[name], x_in=x_in: p(x_in)) for (name, _), x_in in zip(stages, inputs)}
     result = {"repeats": repeats, "bsgs": bsgs_shapes(bt)}
     if whole_jit:
@@ -397,6 +422,79 @@ def profile_worker(preset: str, repeats: int, seed: int, slots: int | None = Non
             "median_s": prof["eager_whole_median_s"], "min_s": prof["eager_whole_min_s"]}
 
 
+def hoisting_ab(preset: str, *, repeats: int = 3, seed: int = 7, modes=("single", "double"), eager: bool = True,
+                log=None) -> dict:
+    """Same-process A/B of the linear transforms' hoisting (``Bootstrapper.hoisting``) on one preset, full slots.
+
+    For each mode: the CoeffsToSlots / SlotsToCoeffs stage programs' operation counts, native custom calls and
+    polynomial divisions (ModDowns and rescales, :func:`custom_call_polys`), the precision of one bootstrap of
+    uniform values in [-1, 1] (worst / mean bits); then the whole bootstrap as one program per mode, and eagerly,
+    timed round-robin in this one process (:func:`hemx.bench.timing.time_interleaved`)."""
+    from hemx.bench.bootstrap import _bits
+    from hemx.bench.timing import machine_info
+    from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
+
+    say = log or (lambda msg: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        params = CKKSParameters.preset(preset, allow_insecure=True)
+    ctx = Context(params)
+    bt = ctx.bootstrapper()
+    keys = ctx.keygen(bootstrap=True)
+    evk = keys.evaluation_keys()
+    x = np.random.default_rng(seed).uniform(-1, 1, ctx.slots)
+    # the bound metadata is not what is measured here: unknown (None), so no bound check can stop the comparison
+    ct = ctx.drop_level(ctx.encrypt(x, keys), 0).replace(bound=None)
+    result: dict = {"preset": preset, "params": params.describe(), "machine": machine_info(), "modes": {},
+                    "repeats": repeats, "load_before": os.getloadavg()}
+    calls = {}
+    for mode in modes:
+        out = _with_hoisting(bt, mode, lambda: bt.bootstrap(ct, evk))
+        worst, mean = _bits(x, ctx.decrypt(out, keys)[: ctx.slots])
+        row = {"min_bits": worst, "mean_bits": mean, "stages": {}}
+        x_in = ct
+        for name, fn in stage_functions(bt, evk):
+            if name in ("CoeffsToSlots", "SlotsToCoeffs"):
+                prog = _with_hoisting(bt, mode, lambda: compile_stage(fn, x_in, ctx))
+                row["stages"][name] = {"counts": {k: v for k, v in prog.counts.items() if not k.startswith("op:")},
+                                       "custom_calls": custom_call_counts(prog.hlo),
+                                       "divide_polys": custom_call_polys(prog.hlo, "hemx_divide")}
+                del prog
+            x_in = jax.block_until_ready(_with_hoisting(bt, mode, lambda: fn(x_in)))
+        prog = _with_hoisting(bt, mode, lambda: compile_stage(lambda c: bt.bootstrap(c, evk), ct, ctx))
+        row.update(whole_compile_s=prog.compile_s, whole_temp_bytes=prog.temp_bytes,
+                   whole_custom_calls=custom_call_counts(prog.hlo),
+                   whole_divide_polys=custom_call_polys(prog.hlo, "hemx_divide"),
+                   whole_bit_exact_vs_eager=bool(np.array_equal(np.asarray(prog(ct).data), np.asarray(out.data))))
+        calls[f"program:{mode}"] = lambda p=prog: p(ct)
+        if eager:
+            calls[f"eager:{mode}"] = lambda m=mode: _with_hoisting(bt, m, lambda: bt.bootstrap(ct, evk))
+        result["modes"][mode] = row
+        say(f"{mode}: worst {worst:.2f} / mean {mean:.2f} bits, compiled in {prog.compile_s:.1f} s")
+    times = time_interleaved(calls, repeats=repeats, warmup=1)
+    for name, t in times.items():
+        kind, mode = name.split(":")
+        result["modes"][mode].update({f"{kind}_median_s": t.median_s, f"{kind}_min_s": t.min_s,
+                                      f"{kind}_max_s": t.max_s})
+    result["load_after"] = os.getloadavg()
+    say("timed: " + ", ".join(f"{k} {t.median_s:.3f} s (min {t.min_s:.3f})" for k, t in times.items()))
+    return result
+
+
+def _with_hoisting(bt, mode: str, fn):
+    """``fn()`` with ``bt.hoisting`` set to ``mode`` ("single", "double"; "double-fullkeys" / "double-slicedkeys":
+    double hoisting with the keys always / never read whole, :data:`hemx.circuits.lintrans.FULL_KEY_ROWS`)."""
+    from hemx.circuits import lintrans
+
+    old = bt.hoisting, lintrans.FULL_KEY_ROWS
+    bt.hoisting = mode.split("-")[0]
+    lintrans.FULL_KEY_ROWS = True if mode.endswith("-fullkeys") else False if mode.endswith("-slicedkeys") else None
+    try:
+        return fn()
+    finally:
+        bt.hoisting, lintrans.FULL_KEY_ROWS = old
+
+
 def print_profile(row: dict, console) -> None:
     """The stage table and the kernel-kind table of a profile worker's row."""
     from hemx.bench.report import render_table
@@ -408,11 +506,12 @@ def print_profile(row: dict, console) -> None:
         c = r["counts"]
         rows.append((r["stage"], r["median_s"], f"{100 * r['median_s'] / prof['stage_sum_s']:.1f}%",
                      r["eager_median_s"], c.get("key_switches", 0), c.get("modups", 0), c.get("rotations", 0),
-                     c.get("conjugations", 0), c.get("relinearizations", 0), c.get("rescales", 0)))
+                     c.get("conjugations", 0), c.get("relinearizations", 0), c.get("rescales", 0),
+                     r.get("divide_polys", "-")))
     render_table(f"bootstrap stages ({row.get('bootstrap')}); stage sum {prof['stage_sum_s']:.3f} s = "
                  f"{100 * prof['stage_sum_ratio']:.1f}% of the whole ({ref:.3f} s)",
                  ["stage", "s (program)", "share", "s (eager)", "key switches", "ModUps", "rotations", "conj",
-                  "relin", "rescales"], rows, console)
+                  "relin", "rescales", "divided polys"], rows, console)
     totals = collections.Counter()
     for r in prof["stages"]:
         totals.update({k: r["kinds_s"][k] for k in KINDS})
@@ -424,5 +523,21 @@ def print_profile(row: dict, console) -> None:
 
 
 __all__ = ["stage_functions", "count_ops", "compile_stage", "profile_bootstrap", "profile_worker", "print_profile",
-           "trace_kinds", "hlo_instructions", "hlo_kernels", "custom_call_counts", "bsgs_shapes", "KINDS",
-           "KEYSWITCH_KERNELS"]
+           "trace_kinds", "hlo_instructions", "hlo_kernels", "custom_call_counts", "custom_call_polys", "bsgs_shapes",
+           "hoisting_ab", "KINDS", "KEYSWITCH_KERNELS"]
+
+
+# XLA_FLAGS=<PROFILE_XLA_FLAGS> python -m hemx.bench.bootstrap_profile --ab boot_12 [repeats] [out.json]
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) < 3 or sys.argv[1] != "--ab":
+        raise SystemExit("usage: python -m hemx.bench.bootstrap_profile --ab PRESET [REPEATS] [OUT.json]")
+    modes = tuple(os.environ.get("HEMX_AB_MODES", "single,double").split(","))
+    res = hoisting_ab(sys.argv[2], repeats=int(sys.argv[3]) if len(sys.argv) > 3 else 3, modes=modes,
+                      eager=os.environ.get("HEMX_AB_EAGER", "1") != "0", log=lambda m: print(m, flush=True))
+    text = json.dumps(res, indent=1, default=str)
+    if len(sys.argv) > 4:
+        with open(sys.argv[4], "w") as f:
+            f.write(text)
+    print(text)

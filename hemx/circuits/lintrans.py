@@ -6,9 +6,22 @@ For a ``(s, s)`` matrix ``M`` acting on the slot vector ``x`` (``y = M x``), wit
     y = sum_k d_k * rot(x, k) = sum_g rot( sum_b rot(d_{g+b}, -g) * rot(x, b), g )
 
 where ``k = g + b`` splits every non-zero diagonal index into a giant step ``g`` (a multiple of ``n1``) and a
-baby step ``b < n1`` (Halevi–Shoup; the baby/giant form of Lattigo's and OpenFHE's linear transforms). The baby
-rotations of ``x`` share one ModUp (:meth:`hemx.Context.rotate_many`); each giant's inner sum is rescaled
-before its rotation, so giant rotations run one level lower. One level is consumed.
+baby step ``b < n1`` (Halevi–Shoup; the baby/giant form of Lattigo's and OpenFHE's linear transforms). One level
+is consumed. Three evaluation orders (``apply(..., hoisting=...)``), equal up to CKKS noise:
+
+* ``"double"`` (the default on CPU with the native kernels; Bossuat et al., EUROCRYPT 2021, Sec. 4): one ModUp of ``x`` for all baby rotations,
+  which stay over the extended basis ``Q_l P`` without a ModDown; the plaintext products and each giant's sum are
+  formed there too (the diagonals are also encoded over ``P``); a giant rotation ModDowns only its sum's ``c1``,
+  and the whole result is divided by ``P`` and rescaled in one final division
+  (:func:`hemx.ckks.evaluator.bsgs_double_hoisted`). On the :class:`SlotSimulator` (no key switching) the same
+  order of rotations, products and sums with one rescale at the end.
+* ``"single"``: the baby rotations share one ModUp but each ends in its own ModDown
+  (:meth:`hemx.Context.rotate_many`); each giant's inner sum is rescaled before its rotation, so giant rotations
+  run one level lower.
+* ``"none"``: every rotation on its own (for comparison).
+
+``"auto"`` (the default) picks ``"double"`` where the context's key switching runs hemx's fused native passes
+(CPU, one device; measured faster there, ``docs/results/bootstrap-profile-cpu.md``) and ``"single"`` elsewhere.
 """
 
 from __future__ import annotations
@@ -16,13 +29,30 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import jax
 import numpy as np
 
 from hemx.circuits.evaluator import CKKSEvaluator, SimPlaintext, SlotSimulator, as_evaluator
 from hemx.ckks import Context, Plaintext
+from hemx.ckks import encoder as ckks_encoder
+from hemx.ckks import evaluator as ckks_evaluator
+from hemx.ckks import keyswitch
 from hemx.errors import LevelError, ParameterError
+from hemx.kernels import automorphism
 
 DEFAULT_BSGS_RATIO = 2.0
+HOISTING = ("auto", "double", "single", "none")
+# "auto": double hoisting where it was measured faster (hemx's fused native key-switching passes on CPU, one
+# device: docs/results/bootstrap-profile-cpu.md), single hoisting elsewhere (other plans and backends, sharded
+# contexts, whose key switching runs limb-sharded); the slot simulator's values are the same either way
+DEFAULT_HOISTING = "auto"
+# Double hoisting near the top of the chain pads the extended digits with zero rows to the keys' full
+# ``num_p + L`` rows, so the native inner products read each key in place instead of a copy sliced to the level
+# (the copy is twice the digits' size; the padding costs the missing rows' permutation and products). It does so
+# when the level lacks at most 1/KEY_ROWS_SLACK of the key's rows (boot_16: CoeffsToSlots' levels, not
+# SlotsToCoeffs'). FULL_KEY_ROWS forces it on (True) or off (False) for A/B comparisons; None: that rule.
+KEY_ROWS_SLACK = 8
+FULL_KEY_ROWS: bool | None = None
 
 
 def diagonals(matrix: np.ndarray) -> np.ndarray:
@@ -109,27 +139,46 @@ class LinearTransform:
         self.plain_scale = float(plain_scale)
         plain = ev.encode(shifted, level=self.level, scale=self.plain_scale)
         self._plaintexts = dict(zip(self.indices, _unstack(plain, len(self.indices))))
+        # double hoisting forms the plaintext products over Q_l P: the diagonals' residues modulo P as well
+        self._plain_p = None
+        if isinstance(ev, CKKSEvaluator) and ev.ctx.num_p and ev.ctx.mesh is None:
+            self._plain_p = dict(zip(self.indices, _special_residues(ev, shifted, self.plain_scale)))
 
     def __repr__(self) -> str:
         return (f"LinearTransform(slots={self.slots}, diagonals={len(self.indices)}, n1={self.n1}, "
                 f"rotations={len(self.rotations)}, level={self.level})")
 
-    def apply(self, x, keys=None, *, hoisted: bool = True):
+    def apply(self, x, keys=None, *, hoisted: bool = True, hoisting: str | None = None):
         """``M x`` slot-wise for a ciphertext ``x`` (any batch shape): one level lower, at ``x``'s scale.
 
         Args:
             x: a ciphertext of the context this transform was built with.
             keys: the :class:`~hemx.KeySet` / evaluation keys holding :attr:`rotations` (None with a simulator).
-            hoisted: share one ModUp among the baby rotations (True) or rotate each separately (for comparison).
+            hoisting: "double", "single" or "none" (module docstring); the results agree up to CKKS noise (bit
+                for bit on the simulator). "auto" (default): "double" where hemx's fused native key-switching
+                passes run (CPU, one device), where it was measured faster; "single" elsewhere.
+            hoisted: False is ``hoisting="none"`` (the older keyword).
         """
+        hoisting = _check_hoisting(hoisting, hoisted)
         ev = self._evaluator(keys)
+        if hoisting == "auto":
+            hoisting = "single"
+            if isinstance(ev, CKKSEvaluator) and self._plain_p is not None and ev.ctx.mesh is None and \
+                    keyswitch.fused_passes(ev.ctx.plan):
+                hoisting = "double"
         level = ev.level(x)
         if level < 1:
             raise LevelError("a linear transform consumes one level: the ciphertext is at level 0")
         if level > self.level:
             x = ev.drop_level(x, self.level)
+        if hoisting == "double":
+            if isinstance(ev, CKKSEvaluator) and self._plain_p is not None and ev.ctx.mesh is None:
+                return self._apply_double(ev, x)
+            if not isinstance(ev, CKKSEvaluator):
+                return self._apply_sum_then_rescale(ev, x)
+            hoisting = "single"  # a sharded context (limb-sharded key switching): the single-hoisted path
         steps = list(self.baby_steps)
-        rotated = ev.rotate_many(x, steps) if hoisted else [ev.rotate(x, s) for s in steps]
+        rotated = ev.rotate_many(x, steps) if hoisting == "single" else [ev.rotate(x, s) for s in steps]
         babies = dict(zip(steps, rotated))
         out = None
         for g in self.giant_steps:
@@ -145,6 +194,83 @@ class LinearTransform:
                 acc = ev.rotate(acc, g)
             out = acc if out is None else ev.add(out, acc)
         return out
+
+    def _structure(self) -> tuple:
+        """``((giant, ((baby, diagonal), ...)), ...)`` for :func:`hemx.ckks.evaluator.bsgs_double_hoisted`: indices
+        into the non-zero giant and baby steps (-1 for the step 0) and into :attr:`indices`."""
+        babies = [b for b in self.baby_steps if b]
+        giants = [g for g in self.giant_steps if g]
+        position = {k: i for i, k in enumerate(self.indices)}
+        out = []
+        for g in self.giant_steps:
+            terms = tuple((babies.index(b) if b else -1, position[g + b]) for b in self.baby_steps
+                          if g + b in self._plaintexts)
+            if terms:
+                out.append((giants.index(g) if g else -1, terms))
+        return tuple(out)
+
+    def _apply_sum_then_rescale(self, ev, x):
+        """The double-hoisted order of operations through the protocol (the simulator's path): each giant's sum
+        of products rotated, the giants summed, one rescale at the end."""
+        rotated = dict(zip(self.baby_steps, ev.rotate_many(x, list(self.baby_steps))))
+        out = None
+        for g in self.giant_steps:
+            acc = None
+            for b in self.baby_steps:
+                if g + b in self._plaintexts:
+                    term = ev.mul_plain(rotated[b], self._plaintexts[g + b])
+                    acc = term if acc is None else ev.add(acc, term)
+            if acc is None:
+                continue
+            if g:
+                acc = ev.rotate(acc, g)
+            out = acc if out is None else ev.add(out, acc)
+        return ev.rescale(out)
+
+    def _apply_double(self, ev: CKKSEvaluator, x):
+        """Double hoisting on ciphertexts: one call of :func:`hemx.ckks.evaluator.bsgs_double_hoisted`."""
+        ctx, keys = ev.ctx, ev._need_keys("a rotation")
+        ctx._check_ct(x)
+        level, n = x.level, ctx.params.n
+        babies = [b for b in self.baby_steps if b % x.slots]
+        giants = [g for g in self.giant_steps if g % x.slots]
+        if len(babies) != sum(1 for b in self.baby_steps if b) or len(giants) != sum(1 for g in self.giant_steps if g):
+            return self._apply_sum_then_rescale(ev, x)  # steps that are whole turns at x's slot count: no keys
+        elements = [automorphism.galois_element(n, s % x.slots) for s in babies + giants]
+        what = [f"rotation by {s}" for s in babies + giants]
+        key_data = tuple(k.data for k in ctx._galois_keys(elements, keys, what, x))
+        maps = tuple(ctx.tables.index_map(g) for g in elements)
+        num_q = x.num_limbs
+        pts = [self._plaintexts[k] for k in self.indices]
+        plain_q = tuple(pt.data if pt.level == level else pt.data[..., :num_q, :] for pt in pts)
+        plain_p = tuple(self._plain_p[k] for k in self.indices)
+        # metadata and checks as the single-hoisted path would give them (products, sums, one rescale)
+        product_scale = x.scale * self.plain_scale
+        ctx._check_product_scale(product_scale, level)
+        divisor = ctx.rescale_divisor(level)
+        if not product_scale / divisor >= 2.0 ** -30:
+            ctx._check_result_scale(product_scale / divisor, level - 1, "rescale")
+        structure = self._structure()
+        bound = None if x.bound is None else 0.0
+        for _, terms in structure:
+            part = None if x.bound is None else 0.0
+            for _, d in terms:
+                pb = pts[d].bound
+                part = None if part is None or pb is None else part + x.bound * pb
+            bound = None if bound is None or part is None else bound + part
+        if bound is not None and not math.isfinite(bound):
+            bound = None
+        nb = len(babies)
+        m = ctx.num_p + num_q
+        key_rows = {int(k.shape[-2]) for k in key_data}
+        rows = key_rows.pop() if len(key_rows) == 1 else m  # keys stored to other levels: always sliced
+        full = (KEY_ROWS_SLACK * (rows - m) <= rows) if FULL_KEY_ROWS is None else bool(FULL_KEY_ROWS)
+        data = ctx._run(ckks_evaluator.bsgs_double_hoisted,
+                        (x.data, maps[:nb], key_data[:nb], maps[nb:], key_data[nb:], plain_p, plain_q),
+                        (ctx.plan, ctx.level_tables(level)), level, structure=structure, num_p=ctx.num_p,
+                        reduction=ctx.reduction, full_key_rows=full and rows > m)
+        return x.replace(data=data, level=level - 1, scale=product_scale / divisor, bound=bound,
+                         is_complex=x.is_complex or any(pt.is_complex for pt in pts))
 
     def _evaluator(self, keys):
         if isinstance(self._backend, Context):
@@ -196,6 +322,30 @@ def _check_diagonals(diags: dict, slots: int) -> tuple[np.ndarray, np.ndarray]:
     rows = np.stack([merged[k] for k in keys])
     rows = rows.astype(np.complex128 if np.iscomplexobj(rows) else np.float64)
     return np.asarray(keys, dtype=np.int64), rows
+
+
+def _check_hoisting(hoisting, hoisted) -> str:
+    if hoisting is None:
+        return DEFAULT_HOISTING if hoisted else "none"
+    if hoisting not in HOISTING:
+        raise ParameterError(f"hoisting must be one of {HOISTING}, got {hoisting!r}")
+    if not hoisted and hoisting != "none":
+        raise ParameterError(f"hoisted=False contradicts hoisting={hoisting!r}")
+    return hoisting
+
+
+def _special_residues(ev: CKKSEvaluator, values: np.ndarray, scale: float) -> list:
+    """The residues modulo the special primes ``P`` (NTT domain, ``(num_p, N)`` each) of the integer polynomials
+    ``ev.encode(values, ...)`` encodes (the same rounding: :func:`hemx.ckks.encoder.encode`), one per row."""
+    ctx = ev.ctx
+    p = ctx.params
+    ps = tuple(p.special_moduli)
+    z, _ = ckks_encoder.slot_values(values, ev.slots, p.n)
+    ints = ckks_encoder.encode(z, p.n, ev.slots, scale)
+    with jax.ensure_compile_time_eval():
+        res = jax.numpy.asarray(ckks_encoder.residues(ints, ps))
+        data = ckks_evaluator.ntt_q(res, ctx.plan, num_p=0, num_q=len(ps))
+    return [data[i] for i in range(data.shape[0])]
 
 
 def _check_level(level, max_level: int) -> int:

@@ -153,6 +153,129 @@ def rotate_hoisted(ct, index_maps, keys, plan, tables: LevelTables, *, num_p: in
     return jnp.stack(outs)
 
 
+def _switch_extended(ext, key, plan, *, num_p: int, num_q: int, full_rows: bool):
+    """``sum_d ext_d * key_d`` over ``Q_l P`` without the ModDown: ``(..., D, m, N) -> (..., 2, m, N)``.
+
+    ``full_rows``: ``ext`` has already been padded with zero rows to the key's ``num_p + L`` rows, so the key is
+    read whole, in place (no sliced copy of it for the native call); the result's rows past ``m`` are zero and
+    are dropped by the consumer."""
+    if not full_rows:
+        return ks.inner_product(ext, key, plan, num_p=num_p, num_q=num_q)
+    rows = key.shape[-2]
+    out = modarith.mul_sum(ext, key[: ext.shape[-3]], ks.limb_table(plan, 0, rows))
+    return out[..., : num_p + num_q, :]
+
+
+def _pad_rows(ext, rows: int):
+    pad = [(0, 0)] * ext.ndim
+    pad[-2] = (0, rows - ext.shape[-2])
+    return jnp.pad(ext, pad)
+
+
+@partial(jax.jit, static_argnames=("structure", "num_p", "reduction", "full_key_rows"))
+def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_p, plain_q, plan,
+                        tables: LevelTables, *, structure, num_p: int, reduction: str, full_key_rows: bool = False):
+    """A baby-step / giant-step linear transform with double hoisting (Bossuat et al., EUROCRYPT 2021, Sec. 4):
+    ``sum_g rot_g(sum_b pt_(g,b) * rot_b(ct))``, rescaled once: ``(..., 2, num_q, N) -> (..., 2, num_q - drop, N)``.
+
+    * Baby steps: one ModUp of ``c1``; each non-zero baby rotation is its key's inner product with the permuted
+      extended digits plus ``P phi_b(c0)``, kept over ``Q_l P`` (no ModDown): ``P rot_b(ct)`` up to the
+      key-switching error. The baby step 0 (the input itself) stays over ``Q_l`` with an implicit factor ``P``.
+    * Each giant's sum of plaintext products is formed over ``Q_l P`` (the diagonals' P rows ``plain_p`` beside
+      their Q rows ``plain_q``), every extended polynomial kept as its P and Q parts (no concatenation on the way).
+    * A non-zero giant rotation ModDowns only the sum's ``c1`` (one polynomial), switches it (one ModUp, one inner
+      product, no ModDown) and permutes the sum's ``c0`` over ``Q_l P``.
+    * One division by ``P D`` at the end (``D`` the level's top primes: the rescale folded into the last ModDown,
+      :class:`hemx.ckks.keyswitch.RescaleFold`): one rounding for the whole transform.
+
+    ModDowns: one polynomial per non-zero giant plus one 2-polynomial division, instead of two polynomials per
+    rotation plus a 2-polynomial rescale per giant (:meth:`hemx.Context.rotate_many` and ``rotate`` per giant).
+
+    Args:
+        ct: ``(..., 2, num_q, N)`` at the tables' level.
+        baby_maps, baby_keys: tuples of the non-zero baby rotations' index maps ``(N,)`` and key data
+            ``(D, 2, num_p + L, N)``; ``giant_maps``, ``giant_keys`` the same for the non-zero giant rotations.
+        plain_p, plain_q: tuples of the diagonals' residues over ``P`` ``(num_p, N)`` and ``Q_l`` ``(num_q, N)``.
+        structure: static ``((giant, ((baby, diagonal), ...)), ...)``: per giant step its index into
+            ``giant_maps`` (-1 for the step 0), and its terms: the baby's index into ``baby_maps`` (-1 for 0) and
+            the diagonal's index into ``plain_p`` / ``plain_q``.
+        full_key_rows: pad the extended digits with zero rows to the keys' full ``num_p + L`` rows, so the inner
+            products read the keys in place instead of a copy sliced to the level (same result).
+    """
+    num_q = tables.num_q
+    m = num_p + num_q
+    tab_p, tab_q = ks.limb_table(plan, 0, num_p), _q_table(plan, num_p, num_q)
+    c0, c1 = ct[..., 0, :, :], ct[..., 1, :, :]
+    mk = dict(digits=tables.digits, num_p=num_p, num_q=num_q)
+    sw = dict(num_p=num_p, num_q=num_q, full_rows=full_key_rows)
+    some_key = (baby_keys or giant_keys or (None,))[0]
+    rows = m if some_key is None else some_key.shape[-2]
+    p_mod = tables.p_mod.value  # P mod q_i, (num_q, 1)
+    perm = automorphism.apply_ntt_automorphism
+
+    # An extended ciphertext over Q_l P is kept as its four parts (c0 over P, c0 over Q_l, c1 over P, c1 over Q_l),
+    # so plaintext products and sums run on the P and Q rows separately and nothing is concatenated on the way.
+    def extend(x):  # ModUp, padded with zero rows to the keys' rows when they are read whole
+        ext = ks.modup(x, plan, tables.modup, **mk)
+        return _pad_rows(ext, rows) if full_key_rows and rows > m else ext
+
+    def switch(ext, key):  # the inner product over Q_l P, no ModDown: parts (k0P, k0Q, k1P, k1Q)
+        k = _switch_extended(ext, key, plan, **sw)
+        return [k[..., 0, :num_p, :], k[..., 0, num_p:, :], k[..., 1, :num_p, :], k[..., 1, num_p:, :]]
+
+    def add_parts(a, b):
+        if a is None:
+            return b
+        return [modarith.add_mod(x, y, t.q) for x, y, t in zip(a, b, (tab_p, tab_q, tab_p, tab_q))]
+
+    babies = {}
+    if baby_maps:
+        ext = extend(c1)
+        for r, (idx, key) in enumerate(zip(baby_maps, baby_keys)):
+            k = switch(perm(ext, idx), key)
+            k[1] = modarith.add_mod(k[1], modarith.mul_barrett(perm(c0, idx), p_mod, tab_q), tab_q.q)  # + P phi(c0)
+            babies[r] = k  # P rot_b(ct) over Q_l P
+    out_ext = out_c = None  # parts over Q_l P; (c0, c1) over Q_l with the implicit factor P
+    for giant, terms in structure:
+        ext_acc = c_acc = None
+        for baby, d in terms:
+            if baby < 0:  # the baby step 0: the input itself, over Q_l
+                term = modarith.mul_barrett(ct, plain_q[d], tab_q)
+                c_acc = term if c_acc is None else modarith.add_mod(c_acc, term, tab_q.q)
+            else:
+                pts = (plain_p[d], plain_q[d], plain_p[d], plain_q[d])
+                ext_acc = add_parts(ext_acc, [modarith.mul_barrett(x, pt, t) for x, pt, t in
+                                              zip(babies[baby], pts, (tab_p, tab_q, tab_p, tab_q))])
+        if giant >= 0:  # rotate the giant's sum: a ModDown of its c1 only, switched without a ModDown
+            idx = giant_maps[giant]
+            if ext_acc is None:  # only the baby step 0: an ordinary rotation of c_acc, kept over Q_l P
+                c0p, c0q = None, modarith.mul_barrett(c_acc[..., 0, :, :], p_mod, tab_q)
+                c1_sum = c_acc[..., 1, :, :]
+            else:
+                c0p, c0q = ext_acc[0], ext_acc[1]
+                c1_sum = ks.moddown(jnp.concatenate([ext_acc[2], ext_acc[3]], axis=-2), plan, tables.moddown,
+                                    tables.p_inv, num_p=num_p, num_q=num_q, reduction=reduction)
+                if c_acc is not None:
+                    c0q = modarith.add_mod(c0q, modarith.mul_barrett(c_acc[..., 0, :, :], p_mod, tab_q), tab_q.q)
+                    c1_sum = modarith.add_mod(c1_sum, c_acc[..., 1, :, :], tab_q.q)
+            k = switch(extend(perm(c1_sum, idx)), giant_keys[giant])
+            if c0p is not None:
+                k[0] = modarith.add_mod(k[0], perm(c0p, idx), tab_p.q)
+            k[1] = modarith.add_mod(k[1], perm(c0q, idx), tab_q.q)
+            ext_acc, c_acc = k, None
+        out_ext = out_ext if ext_acc is None else add_parts(out_ext, ext_acc)
+        if c_acc is not None:
+            out_c = c_acc if out_c is None else modarith.add_mod(out_c, c_acc, tab_q.q)
+    if out_ext is None:  # only the diagonal 0 (no rotation): a plain rescale
+        return rescale(out_c, plan, tables, num_p=num_p, reduction=reduction)
+    if out_c is None:
+        out_c = jnp.zeros(ct.shape, jnp.uint32)
+    acc = jnp.stack([jnp.concatenate(out_ext[:2], axis=-2), jnp.concatenate(out_ext[2:], axis=-2)], axis=-3)
+    fold = ks.RescaleFold(out_c, tables.p_mod, tables.fold_conv, tables.fold_inv)
+    return ks.finish(acc, plan, tables.moddown, tables.p_inv, num_p=num_p, num_q=num_q, reduction=reduction,
+                     fold=fold)
+
+
 @partial(jax.jit, static_argnames=("num_p", "reduction"))
 def rescale(x, plan, tables: LevelTables, *, num_p: int, reduction: str):
     """Divide by the product ``D`` of the level's top ``drop`` primes, rounding, in one step (NTT domain):

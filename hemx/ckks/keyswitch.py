@@ -72,6 +72,12 @@ def _fusable(plan) -> bool:
     return plan.butterfly is not None and native.has_fused_keyswitch()
 
 
+def fused_passes(plan) -> bool:
+    """Public form of the check above: whether key switching on ``plan`` runs the fused native ModUp / ModDown
+    passes on CPU (what :func:`hemx.circuits.lintrans` chooses its default hoisting by)."""
+    return _fusable(plan)
+
+
 def _modup_jax(x_ntt, plan, modup_plans, *, digits, num_p: int, num_q: int):
     x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, num_p, num_p + num_q))
     exts = [_modup_digit(x_coef, x_ntt, plan, bplan, lo=lo, hi=hi, num_p=num_p, num_q=num_q)

@@ -164,6 +164,14 @@ def main() -> dict:
         entry["keys"] = {"relin": placement(keys.relin.data), "public": placement(keys.public.data),
                          "secret_ntt": placement(keys.secret.ntt)}
         entry["decrypt_equal"] = bool(np.array_equal(ctx.decrypt(got["mul_rescale"], keys), dec))
+        if (rows, cols) == (2, 4):  # hemx.jit on a mesh: compiled, then loaded by a new Program, same bits
+            fn = lambda c, d, k: ctx.mul(c, d, k, rescale=True)  # noqa: E731
+            how = [hemx.jit(fn).prepare(a, b, keys)]
+            program = hemx.jit(fn)
+            how.append(program.prepare(a, b, keys))
+            out = program(a, b, keys)
+            entry["program"] = {"how": how, "identical": bool(np.array_equal(np.asarray(out.data),
+                                                                              want["mul_rescale"]))}
         entry["seconds"] = time.perf_counter() - t0
         summary["meshes"][f"{rows}x{cols}" + ("" if maker == "hemx" else "/jax")] = entry
     return summary

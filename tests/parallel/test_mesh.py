@@ -121,6 +121,13 @@ def test_keys_placed(summary):
             assert entry["devices"] == 8 and entry["distinct_pieces"] == pieces, (mesh, key, entry)
 
 
+def test_stored_program_on_a_mesh(summary):
+    """hemx.jit on the 2x4 mesh: compiled once, loaded by a new Program, bit-identical to one device. The mesh
+    made by jax.make_mesh (explicit axes, converted to the same auto mesh) finds the very same stored program."""
+    assert summary["meshes"]["2x4"]["program"] == {"how": ["compiled", "loaded"], "identical": True}
+    assert summary["meshes"]["2x4/jax"]["program"] == {"how": ["loaded", "loaded"], "identical": True}
+
+
 def test_mesh_validation():
     """Wrong axis names or a non-mesh raise ParameterError (in this 1-device process)."""
     import jax

@@ -48,7 +48,7 @@ import numpy as np
 from hemx.circuits.bootstrap import dft
 from hemx.circuits.bootstrap.mod1 import EvalMod, bound_for
 from hemx.circuits.evaluator import CKKSEvaluator, SlotSimulator
-from hemx.circuits.lintrans import LinearTransform
+from hemx.circuits.lintrans import DEFAULT_HOISTING, HOISTING, LinearTransform
 from hemx.ckks import Ciphertext, Context, EvaluationKeys
 import warnings
 
@@ -121,6 +121,11 @@ class Bootstrapper:
             random slots); a larger one shrinks the sine's cubic error ``(2 pi)^2 / 6 * c^3 / R^2`` on large
             message coefficients ``c`` (a constant vector of ones has ``c = 1``: about ``2^-13`` relative at
             ``R = 2^8``, ``2^-25`` at ``2^14``). At most the parameters' own ``log2(q0 / D)``.
+        hoisting: how CoeffsToSlots and SlotsToCoeffs evaluate their linear transforms (``"double"``: baby
+            rotations, plaintext products and giant sums over the extended basis, one ModDown per giant rotation;
+            ``"single"``: one ModUp for the baby rotations, a ModDown per rotation; ``"auto"``, the default:
+            double on CPU with hemx's native kernels, single elsewhere; :mod:`hemx.circuits.lintrans`). An
+            attribute: it may be changed after construction (A/B comparisons).
 
     Attributes:
         rotations: rotation steps over N/2 slots that :meth:`bootstrap` needs (plus the conjugation key): the
@@ -132,14 +137,17 @@ class Bootstrapper:
 
     def __init__(self, ctx: Context, *, k: int | None = None, double_angle: int | None = None,
                  cts_levels: int = DEFAULT_CTS_LEVELS, stc_levels: int = DEFAULT_STC_LEVELS,
-                 message_ratio: int | None = None):
+                 message_ratio: int | None = None, hoisting: str = DEFAULT_HOISTING):
         if not isinstance(ctx, Context):
             raise ParameterError(f"expected a hemx.Context, got {type(ctx).__name__}")
         p = ctx.params
         for name, v in (("cts_levels", cts_levels), ("stc_levels", stc_levels)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ParameterError(f"{name} must be a positive integer, got {v!r}")
+        if hoisting not in HOISTING:
+            raise ParameterError(f"hoisting must be one of {HOISTING}, got {hoisting!r}")
         self.ctx = ctx
+        self.hoisting = hoisting
         # Sparse slots (s < N/2): the trace onto Z[X^(N/2s)] after ModRaise (rotations by s 2^j over N/2 slots)
         # leaves a polynomial whose slots repeat with period s, so every transform runs on s slots.
         # (at least 2: the special FFT's smallest size; one slot is a 2-slot vector whose values repeat)
@@ -275,12 +283,12 @@ class Bootstrapper:
 
     def coeffs_to_slots(self, ev, ct):
         for lt in self.cts:
-            ct = lt.apply(ct, ev.keys)
+            ct = lt.apply(ct, ev.keys, hoisting=self.hoisting)
         return ct
 
     def slots_to_coeffs(self, ev, ct):
         for lt in self.stc:
-            ct = lt.apply(ct, ev.keys)
+            ct = lt.apply(ct, ev.keys, hoisting=self.hoisting)
         return ct
 
     @property
@@ -338,7 +346,8 @@ class Bootstrapper:
             raise LevelError("iterated bootstrapping needs an output level >= 1 (to align the error at level 0)")
         self.check_bound(ct, on_bound)
         ev = CKKSEvaluator(ctx, keys, slots=self.slots)
-        low = ctx.drop_level(ct, 0).replace(slots=self.slots)
+        # inside the circuit the values are not the message's (ModRaise adds q0 I): no bound until the output
+        low = ctx.drop_level(ct, 0).replace(slots=self.slots, bound=None)
         out = self._once(ev, low)
         factor = float(2 ** int(refine_bits))
         for _ in range(iterations - 1):
