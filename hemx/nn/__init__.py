@@ -7,6 +7,10 @@
   error bound.
 * :mod:`hemx.nn.compiler`: :func:`compile` (fold batch norms, calibrate, pack, assign levels, place bootstraps)
   -> a :class:`CompiledNetwork` with an inspectable :class:`Plan`.
+* front ends: :func:`from_jax` (any JAX function, read from its jaxpr: Flax, Haiku, Equinox or plain JAX) and
+  :func:`from_keras_h5` (Keras ``.h5`` weights, read with h5py);
+* :mod:`hemx.nn.models`: ResNet-20 in plain JAX (init, apply, graph, the shipped Fashion-MNIST weights);
+  :mod:`hemx.nn.data`: Fashion-MNIST (Debian's package) and the CIFAR-10 files of two PyPI packages.
 
 Layer: above :mod:`hemx.circuits` (and io/service), below :mod:`hemx.apps`.
 """
@@ -18,10 +22,14 @@ from hemx.nn.graph import (
 from hemx.nn.packing import Layout, image_layout, vector_layout
 from hemx.nn.activations import SignComposite, relu_approx, relu_error_bound, sign_composite
 from hemx.nn.compiler import CompiledNetwork, Plan, Step, compile  # noqa: A004 (shadows the builtin on purpose)
+from hemx.nn.trace import from_jax
+from hemx.nn.keras import from_keras_h5
+from hemx.nn.models import load_resnet20_fmnist, resnet20_apply, resnet20_graph, resnet20_init
 
 __all__ = [
     "Graph", "Node", "Input", "Conv2D", "BatchNorm", "AvgPool2D", "MaxPool2D", "GlobalAvgPool", "Flatten", "Dense",
     "Affine", "Add", "Activation", "reference", "sequential",
     "Layout", "image_layout", "vector_layout", "SignComposite", "sign_composite", "relu_error_bound", "relu_approx",
-    "compile", "CompiledNetwork", "Plan", "Step",
+    "compile", "CompiledNetwork", "Plan", "Step", "from_jax", "from_keras_h5", "resnet20_init", "resnet20_apply",
+    "resnet20_graph", "load_resnet20_fmnist",
 ]
