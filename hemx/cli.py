@@ -500,6 +500,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--docs", default=os.path.join("docs", "results"), help="where --render writes")
     g.set_defaults(func=_cmd_bench_gpu)
 
+    from hemx.bench import resnet as bench_resnet
+
+    rn = bsub.add_parser("resnet", help="the shipped ResNet-20 (Fashion-MNIST): plaintext, slot simulator and "
+                         "encrypted with bootstrapping at boot_16: accuracy, latency per image, bootstraps, keys, RSS")
+    bench_resnet.add_arguments(rn)
+    rn.set_defaults(func=bench_resnet.run_cli)
+
     from hemx.bench import first_call as bench_first_call
 
     fc = bsub.add_parser("first-call", help="first call in a new process with new keys vs steady: jax.jit and "

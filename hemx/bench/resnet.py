@@ -1,0 +1,177 @@
+"""``hemx bench resnet``: the shipped ResNet-20 (Fashion-MNIST, 32x32) in plaintext, in the slot simulator and
+encrypted with bootstrapping (issue 28).
+
+1. **plaintext**: :func:`hemx.nn.reference` (float64) on the first ``--plain`` test images: accuracy.
+2. **compile**: the network against a context of ``--preset`` (default ``boot_16``, 128-bit), calibrated on 64
+   training images; the plan (levels, bootstraps, rotations, keys) is printed before any key is made.
+3. **simulated**: the packed program in :class:`~hemx.circuits.SlotSimulator` (same packing, levels and scales,
+   no encryption) on the first ``--simulate`` test images, in batches: accuracy and agreement with plaintext.
+4. **encrypted**: keys (:meth:`CompiledNetwork.keygen`: each rotation key at its plan level), then the first
+   ``--encrypted`` test images, each encrypted, evaluated (time per step kind) and decrypted: latency per image,
+   bootstraps and rotations, peak RSS, the largest logit error relative to the plaintext logits' range and
+   whether the predictions equal the plaintext network's.
+
+Every stage that runs is reported; the JSON (``--json``) holds all figures.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import resource
+import time
+
+import numpy as np
+
+CALIBRATION_IMAGES = 64
+
+
+def _peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
+
+
+def load(split: str, count: int):
+    """``count`` Fashion-MNIST images of ``split`` as the graph's input ``(B, 1, 32, 32)`` (raw pixels) and labels."""
+    from hemx.nn import data
+
+    images, labels = data.fashion_mnist(split)
+    x = data.pad_to_32(images[:count]).astype(np.float64)[:, None]
+    return x, np.asarray(labels[:count])
+
+
+def model():
+    """The shipped ResNet-20 as a graph (its first node scales pixels by 1/255) and its metadata."""
+    from hemx.nn import models
+
+    variables, meta = models.load_resnet20_fmnist()
+    graph = models.resnet20_graph(variables, input_shape=(32, 32, 1), activation=tuple(meta["activation"]),
+                                  input_scale=meta["input_scale"])
+    return graph, meta
+
+
+def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encrypted: int = 1,
+          batch: int = 50, allow_insecure: bool = False, console=None) -> dict:
+    """Run the stages asked for (0 images: skip); a dict of every figure. ``allow_insecure``: for the test-size
+    presets (``boot_12``, ``boot_13``), which are not 128-bit."""
+    import jax
+
+    import hemx
+    from hemx.circuits import SlotSimulator
+    from hemx.errors import ParameterError
+    from hemx.nn import compile as nn_compile, reference
+
+    for name, value in (("plain", plain), ("simulate", simulate), ("encrypted", encrypted), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (name == "batch" and value < 1):
+            raise ParameterError(f"{name} must be a non-negative integer (batch: positive), got {value!r}")
+
+    def say(msg: str) -> None:
+        if console is not None:
+            console.print(msg)
+
+    out: dict = {"preset": preset}
+    graph, meta = model()
+    out["model"] = {k: meta.get(k) for k in ("model", "dataset", "activation", "test_accuracy", "epochs")}
+    if plain:
+        x, y = load("test", plain)
+        pred = np.concatenate([reference(graph, x[i:i + 500]).argmax(-1) for i in range(0, len(x), 500)])
+        out["plain"] = {"images": plain, "accuracy": float(np.mean(pred == y))}
+        say(f"plaintext (float64 reference): {out['plain']['accuracy']:.4f} on {plain} test images")
+
+    params = hemx.CKKSParameters.preset(preset, allow_insecure=allow_insecure)
+    ctx = hemx.Context(params)
+    cal, _ = load("train", CALIBRATION_IMAGES)
+    start = time.perf_counter()
+    net = nn_compile(graph, ctx, calibration=cal)
+    out["compile_s"] = time.perf_counter() - start
+    plan = net.plan
+    out["plan"] = {"input_level": plan.input_level, "bootstrap_level": plan.bootstrap_level,
+                   "bootstraps": plan.bootstraps, "bootstrapped_ciphertexts": plan.bootstrapped_ciphertexts,
+                   "rotations": plan.key_switches, "plaintext_mults": plan.plaintext_mults,
+                   "ct_mults": plan.ct_mults, "rotation_keys": len(plan.rotations), "key_count": plan.key_count,
+                   "key_bytes": plan.key_bytes, "totals": plan.totals()}
+    say("\n".join(plan.totals()))
+
+    if simulate:
+        x, y = load("test", simulate)
+        sim = SlotSimulator(params, slots=plan.slots)
+        logits = []
+        start = time.perf_counter()
+        for i in range(0, len(x), batch):
+            xb = x[i:i + batch]
+            logits.append(net.decrypt_output(sim, None, net.run(sim, None, net.encrypt_input(sim, None, xb))))
+            say(f"  simulated {min(i + batch, len(x))}/{len(x)} images")
+        got = np.concatenate(logits)
+        want = np.concatenate([reference(graph, x[i:i + 500]) for i in range(0, len(x), 500)])
+        out["simulated"] = {"images": simulate, "accuracy": float(np.mean(got.argmax(-1) == y)),
+                            "agree_with_plain": float(np.mean(got.argmax(-1) == want.argmax(-1))),
+                            "max_err_over_range": float(np.max(np.abs(got - want)) / np.ptp(want)),
+                            "seconds": time.perf_counter() - start}
+        say(f"simulated: accuracy {out['simulated']['accuracy']:.4f}, agreement with plaintext "
+            f"{out['simulated']['agree_with_plain']:.4f}")
+
+    if encrypted:
+        x, y = load("test", encrypted)
+        start = time.perf_counter()
+        keys = net.keygen(ctx)
+        jax.block_until_ready(jax.tree_util.tree_leaves(keys))
+        evk = keys.evaluation_keys()
+        enc = {"keygen_s": time.perf_counter() - start,
+               "key_gib": sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(evk)) / 2**30, "images": []}
+        say(f"keys: {enc['keygen_s']:.1f} s, {enc['key_gib']:.2f} GiB")
+        for i in range(encrypted):
+            want = reference(graph, x[i:i + 1])
+            ct = net.encrypt_input(ctx, keys, x[i:i + 1])
+            jax.block_until_ready(ct.data)
+            kinds: dict = collections.defaultdict(float)
+            last = [time.perf_counter()]
+
+            def progress(index, total, step, kinds=kinds, last=last):
+                now = time.perf_counter()
+                kinds[step.kind] += now - last[0]
+                last[0] = now
+
+            start = time.perf_counter()
+            res = net.run(ctx, evk, ct, progress=progress)
+            jax.block_until_ready(res.data)
+            seconds = time.perf_counter() - start
+            got = net.decrypt_output(ctx, keys, res)
+            record = {"seconds": seconds, "label": int(y[i]), "pred": int(got.argmax()),
+                      "plain_pred": int(want.argmax()),
+                      "err_over_range": float(np.max(np.abs(got - want)) / np.ptp(want)),
+                      "seconds_by_kind": dict(kinds)}
+            enc["images"].append(record)
+            say(f"  image {i}: {seconds:.1f} s, predicted {record['pred']} (plaintext {record['plain_pred']}, "
+                f"label {record['label']}), logit error {record['err_over_range']:.2e} of the logit range")
+        secs = [r["seconds"] for r in enc["images"]]
+        enc.update(median_s=float(np.median(secs)), predictions_equal=all(r["pred"] == r["plain_pred"]
+                                                                         for r in enc["images"]),
+                   max_err_over_range=max(r["err_over_range"] for r in enc["images"]))
+        out["encrypted"] = enc
+    out["peak_rss_gib"] = _peak_rss_gib()
+    return out
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--preset", default="boot_16", help="bootstrapping parameter preset (boot_16: 128-bit)")
+    p.add_argument("--plain", type=int, default=1000, help="test images in plaintext (0: skip)")
+    p.add_argument("--simulate", type=int, default=0, help="test images through the slot simulator (0: skip)")
+    p.add_argument("--encrypted", type=int, default=1, help="test images encrypted (0: skip)")
+    p.add_argument("--batch", type=int, default=50, help="simulator batch size")
+    p.add_argument("--allow-insecure", action="store_true", help="allow a preset below 128-bit (boot_12, boot_13)")
+    p.add_argument("--json", default="", help="also write every figure to this JSON file")
+
+
+def run_cli(args) -> int:
+    from rich.console import Console
+
+    console = Console()
+    result = bench(preset=args.preset, plain=args.plain, simulate=args.simulate, encrypted=args.encrypted,
+                   batch=args.batch, allow_insecure=args.allow_insecure, console=console)
+    console.print(f"peak RSS {result['peak_rss_gib']:.2f} GiB")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=1, default=str)
+    return 0
+
+
+__all__ = ["bench", "model", "load", "add_arguments", "run_cli"]

@@ -1,0 +1,32 @@
+"""hemx bench resnet: the stages on a small bootstrapping ring (boot_12: the plan, plaintext and simulated
+accuracy on a few Fashion-MNIST test images; the encrypted stage is the benchmark's, at boot_16)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from hemx.bench import resnet
+from hemx.ckks import InsecureParametersWarning
+from hemx.errors import ParameterError
+
+
+def test_plain_plan_and_simulated_boot12():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        out = resnet.bench(preset="boot_12", plain=40, simulate=4, encrypted=0, batch=2, allow_insecure=True)
+    assert out["plain"]["images"] == 40 and out["plain"]["accuracy"] >= 0.8  # 89.7% on all 10,000
+    plan = out["plan"]
+    assert plan["bootstraps"] >= 1 and plan["rotations"] > 0
+    assert plan["key_count"] > 1 + plan["rotation_keys"]  # relinearization, rotations and the bootstrap's own keys
+    sim = out["simulated"]
+    assert sim["images"] == 4 and sim["agree_with_plain"] == 1.0 and sim["max_err_over_range"] < 0.01
+    assert "encrypted" not in out and out["peak_rss_gib"] > 0
+
+
+def test_bad_counts():
+    with pytest.raises(ParameterError):
+        resnet.bench(plain=-1)
+    with pytest.raises(ParameterError):
+        resnet.bench(batch=0)
