@@ -55,7 +55,7 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
     presets (``boot_12``, ``boot_13``), which are not 128-bit."""
     import jax
 
-    import hemx
+    from hemx.ckks import CKKSParameters, Context
     from hemx.circuits import SlotSimulator
     from hemx.errors import ParameterError
     from hemx.nn import compile as nn_compile, reference
@@ -77,8 +77,8 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
         out["plain"] = {"images": plain, "accuracy": float(np.mean(pred == y))}
         say(f"plaintext (float64 reference): {out['plain']['accuracy']:.4f} on {plain} test images")
 
-    params = hemx.CKKSParameters.preset(preset, allow_insecure=allow_insecure)
-    ctx = hemx.Context(params)
+    params = CKKSParameters.preset(preset, allow_insecure=allow_insecure)
+    ctx = Context(params)
     cal, _ = load("train", CALIBRATION_IMAGES)
     start = time.perf_counter()
     net = nn_compile(graph, ctx, calibration=cal)
