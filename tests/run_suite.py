@@ -46,7 +46,8 @@ GROUPS = (
     Group(("tests/circuits/test_bootstrap.py", "tests/circuits/test_bootstrap_scales.py",
            "tests/circuits/test_bootstrap_sparse.py", "tests/circuits/test_lintrans_hoisting.py"), 3.5),  # test_bootstrap_sparse.py: new, not yet timed
     Group(("tests/circuits/test_jit.py", "tests/circuits/test_lintrans.py", "tests/circuits/test_polynomial.py",
-           "tests/circuits/test_simulator_exact.py", "tests/circuits/test_array.py", "tests/circuits/test_program.py"),
+           "tests/circuits/test_simulator_exact.py", "tests/circuits/test_array.py", "tests/circuits/test_program.py",
+           "tests/circuits/test_dot_plain_evaluators.py"),
           2.7),  # test_array.py: ~0.7 min; test_program.py (hemx.jit): ~0.3 min
     Group(("tests/ckks",), 9.5),  # 6.9 before tests/ckks/test_eager_dispatch.py (about 1 min, new: scaled estimate);
     # + tests/ckks/test_chain_scales.py (issue 26: 1.1 min warm, ~1.6 cold on the development CPU)

@@ -26,7 +26,7 @@ import numpy as np
 
 from hemx.ckks import Ciphertext, Context, EvaluationKeys, Plaintext
 from hemx.ckks.params import CKKSParameters
-from hemx.errors import LevelError, ParameterError, ScaleMismatchError
+from hemx.errors import LevelError, ParameterError, ScaleMismatchError, ShapeError
 
 SCALE_RTOL = 1e-9  # as hemx.ckks: recorded scales that agree to this relative tolerance are equal
 
@@ -49,10 +49,12 @@ class Evaluator(Protocol):
     def mul_const(self, x, value: float, *, plain_scale: float): ...  # round(value * plain_scale) times x
     def encode(self, values, *, level: int, scale: float): ...  # numbers -> a plaintext for mul_plain
     def mul_plain(self, x, plaintext): ...  # not rescaled
+    def dot_plain(self, x, plaintexts): ...  # sum_k x[k] * plaintexts[k] (stacked x, one encode of k rows), not rescaled
     def rescale(self, x): ...
     def drop_level(self, x, level: int): ...
     def rotate(self, x, steps: int): ...
     def rotate_many(self, x, steps: Sequence[int]) -> list: ...
+    def rotate_stack(self, x, steps: Sequence[int]): ...  # stack(rotate_many(x, steps)), hoisted, without the split
     def stack(self, xs: Sequence): ...  # values of one level and scale -> one value with a new leading axis
     def take(self, x, index: int): ...  # entry ``index`` of the leading batch axis
     def sum_leading(self, x): ...  # sum over the leading batch axis
@@ -140,6 +142,9 @@ class CKKSEvaluator:
     def mul_plain(self, x, plaintext):
         return self.ctx.mul(x, plaintext, rescale=False, auto_scale=False)
 
+    def dot_plain(self, x, plaintexts):
+        return self.ctx.dot_plain(x, plaintexts)
+
     def rescale(self, x):
         return self.ctx.rescale(x)
 
@@ -151,6 +156,9 @@ class CKKSEvaluator:
 
     def rotate_many(self, x, steps):
         return self.ctx.rotate_many(x, [int(s) for s in steps], self._need_keys("a rotation"))
+
+    def rotate_stack(self, x, steps):
+        return self.ctx.rotate_many(x, [int(s) for s in steps], self._need_keys("a rotation"), stacked=True)
 
     def stack(self, xs):
         first = xs[0]
@@ -350,6 +358,22 @@ class SlotSimulator:
         return SimCiphertext(x.values * plaintext.values, level,
                              self._product_scale(x.scale * plaintext.scale, level))
 
+    def dot_plain(self, x: SimCiphertext, plaintexts) -> SimCiphertext:
+        """``sum_k x[k] * plaintexts[k]``: ``x`` ``(k, ..., slots)``, ``plaintexts`` from one :meth:`encode` of
+        ``(k, slots)`` values."""
+        if not isinstance(plaintexts, SimPlaintext):
+            raise ParameterError("dot_plain takes a plaintext batch from encode()")
+        xv, pv = x.values, plaintexts.values
+        if xv.ndim < 2 or pv.ndim != 2 or pv.shape[0] != xv.shape[0]:
+            raise ShapeError(f"dot_plain needs values (k, ..., slots) and plaintexts (k, slots) of the same k; got "
+                             f"{xv.shape[:-1]} and {pv.shape[:-1]}")
+        level = min(x.level, plaintexts.level)
+        pv = pv.reshape(pv.shape[:1] + (1,) * (xv.ndim - 2) + pv.shape[1:])
+        out = xv[0] * pv[0]
+        for i in range(1, xv.shape[0]):  # in place: no (k, ..., slots) temporary
+            out += xv[i] * pv[i]
+        return SimCiphertext(out, level, self._product_scale(x.scale * plaintexts.scale, level))
+
     def rescale(self, x: SimCiphertext) -> SimCiphertext:
         if x.level == 0:
             raise LevelError("no levels left to rescale: the simulated ciphertext is at level 0")
@@ -368,6 +392,9 @@ class SlotSimulator:
 
     def rotate_many(self, x: SimCiphertext, steps: Sequence[int]) -> list[SimCiphertext]:
         return [self.rotate(x, s) for s in steps]
+
+    def rotate_stack(self, x: SimCiphertext, steps: Sequence[int]) -> SimCiphertext:
+        return self.stack(self.rotate_many(x, steps))
 
     def stack(self, xs: Sequence[SimCiphertext]) -> SimCiphertext:
         first = xs[0]

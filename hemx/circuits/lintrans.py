@@ -336,14 +336,14 @@ def _check_hoisting(hoisting, hoisted) -> str:
 
 def _special_residues(ev: CKKSEvaluator, values: np.ndarray, scale: float) -> list:
     """The residues modulo the special primes ``P`` (NTT domain, ``(num_p, N)`` each) of the integer polynomials
-    ``ev.encode(values, ...)`` encodes (the same rounding: :func:`hemx.ckks.encoder.encode`), one per row."""
+    ``ev.encode(values, ...)`` encodes (the same rounding: :func:`hemx.ckks.encoder.embed`), one per row."""
     ctx = ev.ctx
     p = ctx.params
     ps = tuple(p.special_moduli)
     z, _ = ckks_encoder.slot_values(values, ev.slots, p.n)
-    ints = ckks_encoder.encode(z, p.n, ev.slots, scale)
+    coeffs = ckks_encoder.embed(z, p.n, ev.slots, scale)
     with jax.ensure_compile_time_eval():
-        res = jax.numpy.asarray(ckks_encoder.residues(ints, ps))
+        res = jax.numpy.asarray(ckks_encoder.float_residues(coeffs, ps))
         data = ckks_evaluator.ntt_q(res, ctx.plan, num_p=0, num_q=len(ps))
     return [data[i] for i in range(data.shape[0])]
 

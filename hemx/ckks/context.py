@@ -280,7 +280,7 @@ class Context:
         (a cleared or replaced table cache). Under a trace (``jax.jit``, ``vmap``, ``export``) and on a sharded
         context the kernel is called as it is, so nothing is built or cached inside a trace.
         """
-        if self.mesh is None and not any(isinstance(x, jax.core.Tracer) for x in data):
+        if self.mesh is None and not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(data)):
             key = (fn, tag, *statics.values())
             bound = self.__dict__.setdefault("_bound", {})
             entry = bound.get(key)
@@ -305,9 +305,21 @@ class Context:
         return name
 
     def to_ntt_q(self, ints: np.ndarray, level: int) -> jax.Array:
-        """Integer coefficients ``(..., N)`` -> uint32 NTT-domain residues ``(..., limbs, N)`` over ``Q_level``."""
+        """Integer coefficients ``(..., N)`` -> uint32 NTT-domain residues ``(..., limbs, N)`` over ``Q_level``.
+
+        ``ints``: int64 or Python ints, or integer-valued float64 (:func:`hemx.ckks.encoder.embed`'s output, reduced
+        exactly at any magnitude by :func:`~hemx.ckks.encoder.float_residues`)."""
         num_q = self._limbs(level)
-        res = jnp.asarray(encoder.residues(ints, self.params.moduli[:num_q]))
+        moduli = self.params.moduli[:num_q]
+        ints = np.asarray(ints)
+        if ints.dtype == np.float64:  # the residues are formed in the kernel (no host integers)
+            if not np.all(np.isfinite(ints)):
+                raise ParameterError("coefficients must be finite")
+            pow2 = self.__dict__.get("_pow2")
+            if pow2 is None:
+                pow2 = self.__dict__["_pow2"] = modarith.pow2_table(self.params.moduli)
+            return evaluator.float_ntt_q(jnp.asarray(ints), pow2[:num_q], self.plan, num_p=self.num_p, num_q=num_q)
+        res = jnp.asarray(encoder.residues(ints, moduli))
         return evaluator.ntt_q(res, self.plan, num_p=self.num_p, num_q=num_q)
 
     # -------------------------------------------------------------------------------------------- checks
@@ -540,7 +552,7 @@ class Context:
         scale = self.level_scale(level) if scale is None else self._check_encode_scale(scale)
         slots = self.slots if slots is None else encoder.check_slots(self.params.n, slots)
         z, is_complex = encoder.slot_values(values, slots, self.params.n)
-        ints = encoder.encode(z, self.params.n, slots, scale, log_q=self._log_q(num_q))
+        ints = encoder.embed(z, self.params.n, slots, scale, log_q=self._log_q(num_q))  # exact, as float64
         # host values: encoded at concrete time even inside a jit trace, where they enter as a constant (an NTT
         # of a constant in the trace would make XLA constant-fold it, which is very slow to compile)
         with jax.ensure_compile_time_eval():
@@ -849,6 +861,34 @@ class Context:
         return a.replace(data=data, scale=a.scale * pt.scale, is_complex=a.is_complex or pt.is_complex,
                          bound=_mul_bounds(a.bound, pt.bound))
 
+    def dot_plain(self, ct: Ciphertext, pt: Plaintext) -> Ciphertext:
+        """``sum_k ct[k] * pt[k]``, not rescaled: ``ct`` a ciphertext batch with a leading axis of ``k`` (e.g. from
+        stacking ``k`` ciphertexts), ``pt`` a plaintext batch of shape ``(k,)`` (one :meth:`encode` of ``k`` rows).
+
+        The same result, bit for bit, as adding ``mul(ct[k], pt[k], rescale=False, auto_scale=False)`` over ``k``,
+        in one pass with one reduction (the sum of plaintext products of a baby-step/giant-step linear map). The
+        operands meet at the lower level; the scale is ``ct.scale * pt.scale``. Returns ``ct``'s batch shape
+        without its leading axis.
+        """
+        self._check_ct(ct)
+        if not isinstance(pt, Plaintext):
+            raise ParameterError(f"dot_plain takes a hemx Plaintext (a batch from encode), got {type(pt).__name__}")
+        if pt.context_id != self.id:
+            raise ContextMismatchError("the plaintext belongs to another context")
+        if not ct.batch_shape or len(pt.batch_shape) != 1 or pt.batch_shape[0] != ct.batch_shape[0]:
+            raise ShapeError(f"dot_plain needs a ciphertext batch (k, ...) and a plaintext batch (k,) of the same k; "
+                             f"got batch shapes {ct.batch_shape} and {pt.batch_shape}")
+        if ct.slots != pt.slots:
+            raise SlotError(f"the ciphertext has {ct.slots} slots and the plaintext {pt.slots}")
+        ct, pt = self._align(ct, pt, check_scale=False)
+        scale = ct.scale * pt.scale
+        self._check_product_scale(scale, ct.level)
+        bound = _mul_bounds(ct.bound, pt.bound)
+        data = self._run(evaluator.dot_plain, (ct.data, pt.data), (self._elementwise_plan(),), "ew",
+                         num_p=self.num_p, num_q=ct.num_limbs)
+        return ct.replace(data=data, scale=scale, is_complex=ct.is_complex or pt.is_complex,
+                          bound=None if bound is None else bound * ct.batch_shape[0])
+
     @staticmethod
     def _plain_values(b) -> np.ndarray:
         """Plain operand values as an array of finite numbers (SlotError otherwise; the encoder's wording)."""
@@ -979,23 +1019,41 @@ class Context:
                          reduction=self.reduction, dataflow=flow)
         return _with_data(ct, data)
 
-    def rotate_many(self, ct: Ciphertext, steps: Sequence[int], keys) -> list[Ciphertext]:
-        """Hoisted rotations: one ModUp of c1 shared by all ``steps``; returns one ciphertext per step."""
+    def rotate_many(self, ct: Ciphertext, steps: Sequence[int], keys, *,
+                    stacked: bool = False) -> list[Ciphertext] | Ciphertext:
+        """Hoisted rotations: one ModUp of c1 shared by all ``steps``; returns one ciphertext per step.
+
+        ``stacked=True``: one ciphertext batch with a new leading axis, entry ``i`` the rotation by ``steps[i]``
+        (a step of 0 is ``ct`` itself), without splitting the hoisted batch into separate arrays."""
         self._check_ct(ct)
         if isinstance(steps, (str, bytes)) or not isinstance(steps, Iterable):
             raise ParameterError(f"rotate_many needs a list of integer steps, got {steps!r}")
         steps = [check_int("rotation steps", s) for s in steps]
-        out: list[Ciphertext | None] = [None] * len(steps)
         todo = [(i, s) for i, s in enumerate(steps) if s % ct.slots]
-        for i, s in enumerate(steps):
-            if s % ct.slots == 0:
-                out[i] = ct
+        data = None
         if todo:
             gs = [automorphism.galois_element(self.params.n, s % ct.slots) for _, s in todo]
-            rotated = self._galois(ct, gs, keys, [f"rotation by {s}" for _, s in todo])
-            for (i, _), r in zip(todo, rotated):
-                out[i] = r
-        return out  # type: ignore[return-value]
+            data = self._galois_data(ct, gs, keys, [f"rotation by {s}" for _, s in todo])
+        if stacked:
+            if not steps:
+                raise ParameterError("rotate_many(stacked=True) needs at least one step")
+            if len(todo) == len(steps):
+                out = data
+            else:  # the unrotated entries are ct itself
+                pool = ct.data[None] if data is None else jnp.concatenate([ct.data[None], data])
+                order, k = [], 1
+                for s in steps:
+                    if s % ct.slots:
+                        order.append(k)
+                        k += 1
+                    else:
+                        order.append(0)
+                out = jnp.take(pool, jnp.asarray(order), axis=0)
+            return ct.replace(data=out)
+        result: list[Ciphertext] = [ct] * len(steps)
+        for j, (i, _) in enumerate(todo):
+            result[i] = ct.replace(data=data[j])
+        return result
 
     def _galois_keys(self, elements: Sequence[int], keys, what: Sequence[str], ct: Ciphertext) -> list[SwitchingKey]:
         if isinstance(keys, SwitchingKey):
@@ -1011,18 +1069,19 @@ class Context:
             self._check_key(key, ct.key_id, ct.level)
         return key_list
 
-    def _galois(self, ct: Ciphertext, elements: Sequence[int], keys, what: Sequence[str]) -> list[Ciphertext]:
-        """Hoisted automorphisms (Max-Parallel ModUp shared by all elements)."""
+    def _galois_data(self, ct: Ciphertext, elements: Sequence[int], keys, what: Sequence[str]) -> jax.Array:
+        """Hoisted automorphisms (Max-Parallel ModUp shared by all elements): ``(len(elements), *ct.data.shape)``."""
         key_list = self._galois_keys(elements, keys, what, ct)
         maps = jnp.stack([self.tables.index_map(g) for g in elements])
-        if len({key.data.shape for key in key_list}) == 1:
+        if self.mesh is None:  # each key read in place (a stacked copy of 32 keys at boot_16 is 1.5 GiB)
+            key_data = tuple(key.data for key in key_list)
+        elif len({key.data.shape for key in key_list}) == 1:
             key_data = jnp.stack([key.data for key in key_list])
         else:  # keys of several levels: the rows this level reads (the leading digits and limbs of each)
             num_d, m = keygen_mod.key_dims(self.params, ct.level)
             key_data = jnp.stack([key.data[:num_d, :, :m] for key in key_list])
-        data = self._run(evaluator.rotate_hoisted, (ct.data, maps, key_data), (self.plan, self.tables.level(ct.level)),
+        return self._run(evaluator.rotate_hoisted, (ct.data, maps, key_data), (self.plan, self.tables.level(ct.level)),
                          ct.level, num_p=self.num_p, reduction=self.reduction)
-        return [ct.replace(data=data[i]) for i in range(len(elements))]
 
     def sum_slots(self, ct: Ciphertext, keys) -> Ciphertext:
         """Every slot becomes the sum of all slots (log2(slots) rotations; needs power-of-two rotation keys)."""

@@ -30,6 +30,36 @@ def _slot_tables(slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return k, kc, twist
 
 
+@lru_cache(maxsize=None)
+def _embed_tables(slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """(``perm``: index ``j < 2s`` -> slot ``i`` (``k_i``) or ``s + i`` (``kc_i``, the conjugate), the DFT's post-twist
+    ``conj(zeta^j) / 2s``)."""
+    k, kc, twist = _slot_tables(slots)
+    perm = np.empty(2 * slots, dtype=np.int64)
+    perm[k] = np.arange(slots)
+    perm[kc] = slots + np.arange(slots)
+    return perm, np.conj(twist) / (2 * slots)
+
+
+def _fft_times(a: np.ndarray, cw: np.ndarray, part: str) -> np.ndarray:
+    """``Re`` (``part="re"``) or ``Im`` of ``fft(a) * cw`` for real rows ``a`` of even length ``m``, from the
+    half-length :func:`numpy.fft.rfft` ``H``: ``fft(a)[j] = conj(H[m - j])`` above ``m / 2``."""
+    m = a.shape[-1]
+    h = np.fft.rfft(a, axis=-1)
+    hr, hi = h.real, h.imag
+    cr, ci = cw.real, cw.imag
+    lo, up = slice(0, m // 2 + 1), slice(m // 2 + 1, m)
+    mr, mi = hr[..., m // 2 - 1:0:-1], hi[..., m // 2 - 1:0:-1]  # H[m - j] for j in (m/2, m)
+    out = np.empty(a.shape, dtype=np.float64)
+    if part == "re":
+        out[..., lo] = hr * cr[lo] - hi * ci[lo]
+        out[..., up] = mr * cr[up] + mi * ci[up]
+    else:
+        out[..., lo] = hr * ci[lo] + hi * cr[lo]
+        out[..., up] = mr * ci[up] - mi * cr[up]
+    return out
+
+
 def check_slots(n: int, slots: int) -> int:
     if not is_int(slots) or not is_power_of_two(int(slots)) or not 1 <= slots <= n // 2:
         raise SlotError(f"slot count must be a power of two in [1, N/2 = {n // 2}], got {slots}")
@@ -46,26 +76,33 @@ def slots_for(n: int, count: int) -> int:
     return s
 
 
-def encode(values: np.ndarray, n: int, slots: int, scale: float, *, log_q: float | None = None) -> np.ndarray:
-    """Slot values ``(..., slots)`` (real or complex) -> integer coefficients ``(..., N)``.
+def embed(values: np.ndarray, n: int, slots: int, scale: float, *, log_q: float | None = None) -> np.ndarray:
+    """Slot values ``(..., slots)`` (real or complex) -> the rounded integer coefficients ``(..., N)``, held exactly
+    as integer-valued float64 (a float of magnitude 2^53 or more is already an integer, so rounding is exact there).
 
-    Returns int64 when every coefficient fits below 2^62, else an object array of Python ints. With ``log_q``
-    (``log2`` of the modulus the result is reduced by) a coefficient of magnitude ``q/2`` or more, which would
-    wrap around, raises :class:`OverflowBoundError`.
+    :func:`encode` gives the same integers as int64 / Python ints; :func:`float_residues` reduces these directly.
+    With ``log_q`` (``log2`` of the modulus the result is reduced by) a coefficient of magnitude ``q/2`` or more,
+    which would wrap around, raises :class:`OverflowBoundError`.
     """
     slots = check_slots(n, slots)
-    z = np.asarray(values, dtype=np.complex128)
-    if z.shape[-1] != slots:
+    z = np.asarray(values)
+    if z.shape[-1:] != (slots,):
         raise SlotError(f"expected {slots} slot values on the last axis, got shape {z.shape}")
-    k, kc, twist = _slot_tables(slots)
+    perm, cw = _embed_tables(slots)
     m = 2 * slots
-    evals = np.zeros(z.shape[:-1] + (m,), dtype=np.complex128)
-    evals[..., k] = z
-    evals[..., kc] = np.conj(z)
-    coeffs = (np.fft.fft(evals, axis=-1) / m * np.conj(twist)).real * scale
+    # evaluations at the odd powers of zeta: slot i at index k_i, its conjugate at kc_i (one gather, perm); the
+    # DFT of a real vector comes from a half-length real FFT (its other half is the conjugate mirror)
+    if np.iscomplexobj(z) and np.any(z.imag):
+        z = z.astype(np.complex128)
+        # Re((FA + i FB) cw) = Re(FA cw) - Im(FB cw), with FA, FB the DFTs of the real and imaginary parts
+        coeffs = _fft_times(np.take(z.real, perm % slots, axis=-1), cw, "re")
+        coeffs -= _fft_times(np.take(np.concatenate([z.imag, -z.imag], axis=-1), perm, axis=-1), cw, "im")
+    else:
+        real = np.asarray(z.real if np.iscomplexobj(z) else z, dtype=np.float64)
+        coeffs = _fft_times(np.take(real, perm % slots, axis=-1), cw, "re")
+    coeffs *= scale
     if not np.all(np.isfinite(coeffs)):
         raise SlotError("values are not finite")
-    gap = n // m
     peak = float(np.max(np.abs(coeffs))) if coeffs.size else 0.0
     if log_q is not None and peak > 0 and math.log2(peak) >= log_q - 1:
         raise OverflowBoundError(
@@ -73,13 +110,24 @@ def encode(values: np.ndarray, n: int, slots: int, scale: float, *, log_q: float
             f"beyond q/2 = 2^{log_q - 1:.1f} of the modulus they are encoded at: they would wrap around. Use "
             "smaller values or a smaller scale, or encode at a higher level"
         )
-    if peak < 2.0 ** 62:
-        out = np.zeros(z.shape[:-1] + (n,), dtype=np.int64)
-        out[..., ::gap] = np.rint(coeffs).astype(np.int64)
-        return out
-    out = np.zeros(z.shape[:-1] + (n,), dtype=object)
-    out[..., ::gap] = np.vectorize(lambda v: int(round(v)), otypes=[object])(coeffs)
+    np.rint(coeffs, out=coeffs)
+    if n == m:
+        return coeffs
+    out = np.zeros(z.shape[:-1] + (n,), dtype=np.float64)
+    out[..., :: n // m] = coeffs
     return out
+
+
+def encode(values: np.ndarray, n: int, slots: int, scale: float, *, log_q: float | None = None) -> np.ndarray:
+    """Slot values ``(..., slots)`` (real or complex) -> integer coefficients ``(..., N)``.
+
+    Returns int64 when every coefficient fits below 2^62, else an object array of Python ints (the integers of
+    :func:`embed`). ``log_q``: as for :func:`embed`.
+    """
+    coeffs = embed(values, n, slots, scale, log_q=log_q)
+    if not coeffs.size or float(np.max(np.abs(coeffs))) < 2.0 ** 62:
+        return coeffs.astype(np.int64)
+    return np.vectorize(int, otypes=[object])(coeffs)
 
 
 def decode(coeffs: np.ndarray, n: int, slots: int, scale: float) -> np.ndarray:
@@ -104,6 +152,44 @@ def residues(ints: np.ndarray, moduli) -> np.ndarray:
         return np.stack([np.asarray(ints % q, dtype=np.int64) for q in moduli], axis=-2).astype(np.uint32)
     q = np.asarray(moduli, dtype=np.int64).reshape(-1, 1)
     return np.mod(ints[..., None, :].astype(np.int64), q).astype(np.uint32)
+
+
+_FLOAT_INT64 = 2.0 ** 62  # below it an integer-valued float converts to int64 exactly
+
+
+@lru_cache(maxsize=64)
+def _pow2_table(moduli: tuple[int, ...]) -> np.ndarray:
+    """``2^e mod q`` for ``e`` in ``[0, 1024)``, per modulus: ``(len(moduli), 1024)`` uint64."""
+    return np.array([[pow(2, e, q) for e in range(1024)] for q in moduli], dtype=np.uint64)
+
+
+def float_residues(coeffs: np.ndarray, moduli) -> np.ndarray:
+    """Integer-valued float64 coefficients ``(..., N)`` (from :func:`embed`) -> uint32 residues
+    ``(..., len(moduli), N)``, exact for every finite magnitude and moduli below 2^32.
+
+    Below 2^62 a coefficient converts to int64 exactly. Above, it is ``m * 2^e`` with an integer ``|m| < 2^53``
+    and ``e >= 10`` (:func:`numpy.frexp`), so its residue is ``(m mod q) (2^e mod q) mod q``: the same integers
+    as :func:`residues` of :func:`encode`'s Python ints, without them."""
+    c = np.asarray(coeffs, dtype=np.float64)
+    qs = tuple(int(q) for q in moduli)
+    if not np.all(np.isfinite(c)):
+        raise ParameterError("coefficients must be finite")
+    if any(not 1 < q < 2**32 for q in qs):
+        raise ParameterError("float_residues needs moduli in (1, 2^32)")
+    q = np.asarray(qs, dtype=np.int64).reshape(-1, 1)
+    big = np.abs(c) >= _FLOAT_INT64
+    small = np.where(big, 0.0, c).astype(np.int64)
+    out = np.mod(small[..., None, :], q)
+    if np.any(big):
+        mant, expo = np.frexp(np.where(big, c, 0.0))
+        m = np.ldexp(mant, 53).astype(np.int64)  # exact: |mant| in [0.5, 1)
+        e = np.where(big, expo - 53, 0).astype(np.int64)  # >= 10 where big
+        pw = _pow2_table(qs)  # (k, 1024)
+        w = pw[np.arange(len(qs)).reshape(-1, 1), e[..., None, :]]  # (..., k, N): 2^e mod q
+        mm = np.mod(m[..., None, :], q).astype(np.uint64)  # in [0, q)
+        prod = np.mod(mm * w, q.astype(np.uint64)).astype(np.int64)  # < 2^64: both factors below 2^32
+        out = np.where(big[..., None, :], prod, out)
+    return out.astype(np.uint32)
 
 
 def crt_centered_float(res: np.ndarray, moduli) -> np.ndarray:

@@ -49,6 +49,16 @@ def mul_elementwise(a, b, plan, *, num_p: int, num_q: int):
     return modarith.mul_barrett(a, b, _q_table(plan, num_p, num_q))
 
 
+@partial(jax.jit, static_argnames=("num_p", "num_q"))
+def dot_plain(a, b, plan, *, num_p: int, num_q: int):
+    """``sum_k a[k] * b[k]`` (NTT domain) over ``Q_l``: ciphertexts ``a`` ``(k, ..., 2, num_q, N)`` and plaintexts
+    ``b`` ``(k, num_q, N)`` -> ``(..., 2, num_q, N)``, with one reduction of the summed products (the key-switching
+    inner product :func:`hemx.kernels.modarith.mul_sum`, native on the CPU)."""
+    k = a.shape[0]
+    out = modarith.mul_sum(b, a.reshape((k, -1) + a.shape[-2:]), _q_table(plan, num_p, num_q))
+    return out.reshape(a.shape[1:])
+
+
 @partial(jax.jit, static_argnames=("num_p", "num_q", "reduction"))
 def mul_known(a, w, plan, *, num_p: int, num_q: int, reduction: str):
     """``a * w`` for a precomputed known operand ``w`` (a constant per limb, ``(num_q, 1)``)."""
@@ -59,6 +69,14 @@ def mul_known(a, w, plan, *, num_p: int, num_q: int, reduction: str):
 def ntt_q(x, plan, *, num_p: int, num_q: int):
     """Coefficients ``(..., num_q, N)`` over ``Q_l`` -> NTT domain."""
     return ntt_kernels.ntt(x, ks.limb_plan(plan, num_p, num_p + num_q))
+
+
+@partial(jax.jit, static_argnames=("num_p", "num_q"))
+def float_ntt_q(coeffs, pow2, plan, *, num_p: int, num_q: int):
+    """Integer-valued float64 coefficients ``(..., N)`` (the encoder's) -> NTT-domain residues ``(..., num_q, N)``
+    over ``Q_l`` (``pow2``: :func:`hemx.kernels.modarith.pow2_table` of those ``num_q`` moduli)."""
+    res = modarith.residues_from_float(coeffs, pow2, _q_table(plan, num_p, num_q))
+    return ntt_kernels.ntt(res, ks.limb_plan(plan, num_p, num_p + num_q))
 
 
 @partial(jax.jit, static_argnames=("num_p", "num_q"))
@@ -136,7 +154,10 @@ def rotate_one(ct, index_map, key, plan, tables: LevelTables, *, num_p: int, red
 
 @partial(jax.jit, static_argnames=("num_p", "reduction"))
 def rotate_hoisted(ct, index_maps, keys, plan, tables: LevelTables, *, num_p: int, reduction: str):
-    """One ModUp of c1 shared by every Galois element: ``(..., 2, num_q, N) -> (R, ..., 2, num_q, N)``."""
+    """One ModUp of c1 shared by every Galois element: ``(..., 2, num_q, N) -> (R, ..., 2, num_q, N)``.
+
+    ``keys``: the ``R`` switching keys, stacked ``(R, D, 2, M, N)`` or a tuple of ``(D_r, 2, M_r, N)`` arrays (read
+    in place, each at least this level's digits and rows)."""
     if isinstance(tables, sks.ShardedLevelTables):
         return sks.rotate_hoisted(ct, index_maps, keys, plan, tables, num_p=num_p, reduction=reduction)
     num_q = tables.num_q

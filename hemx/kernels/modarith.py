@@ -164,6 +164,43 @@ def mul_barrett(a, b, t: ModulusTable):
     return barrett_reduce(z, t.q, t.barrett_mu, t.barrett_sa, t.barrett_sb)
 
 
+# ----------------------------------------------------------------------------------------------------------
+# residues of integer-valued floats (encoding)
+# ----------------------------------------------------------------------------------------------------------
+
+POW2_EXPONENTS = 1024  # float64 exponents: an integer-valued float is m * 2^e with |m| < 2^53 and 0 <= e < 1024 - 53
+
+
+def pow2_table(moduli: Sequence[int]) -> np.ndarray:
+    """``2^e mod q`` for ``e`` in ``[0, 1024)``: ``(len(moduli), 1024)`` uint32, for :func:`residues_from_float`."""
+    return np.array([[pow(2, e, int(q)) for e in range(POW2_EXPONENTS)] for q in moduli], dtype=np.uint32)
+
+
+def residues_from_float(c, pow2, t: ModulusTable):
+    """Integer-valued float64 ``c`` ``(..., N)`` (any finite magnitude) -> uint32 residues ``(..., L, N)`` modulo
+    the ``L`` moduli of ``t`` (fields ``(L, 1)``); ``pow2`` is :func:`pow2_table` of the same moduli.
+
+    Exact: ``|c| = m 2^e`` with an integer ``m < 2^53`` (``m = |c|``, ``e = 0`` below 2^53), ``m mod q`` from a
+    float quotient (exact to one unit, corrected), times ``2^e mod q`` (a table row) by Barrett, negated for
+    ``c < 0``. The encoder's integer coefficients (``hemx.ckks.encoder.embed``) reach the NTT without Python
+    integers or int64 divisions on the host.
+    """
+    a = jnp.abs(c)
+    small = a < 2.0 ** 53
+    mant, e = jnp.frexp(a)
+    m = jnp.where(small, a, jnp.ldexp(mant, 53)).astype(jnp.int64)  # exact, < 2^53
+    p = jnp.where(small, 0, e - 53).astype(jnp.int32)  # >= 1 where not small
+    q64 = t.q.astype(jnp.int64)
+    quot = jnp.floor(m.astype(jnp.float64)[..., None, :] / t.q.astype(jnp.float64)).astype(jnp.int64)
+    r = m[..., None, :] - quot * q64  # |r| < 2q: the float quotient is off by at most one
+    r = jnp.where(r < 0, r + q64, r)
+    r = jnp.where(r >= q64, r - q64, r).astype(_U32)
+    rows = jnp.arange(pow2.shape[0]).reshape(-1, 1)
+    w = jnp.asarray(pow2)[rows, p[..., None, :]]  # (..., L, N): 2^p mod q
+    out = mul_barrett(r, w, t)
+    return jnp.where(c[..., None, :] < 0, neg_mod(out, t.q), out)
+
+
 MUL_SUM_METHODS = ("jax", "native")
 
 
