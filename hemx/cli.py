@@ -76,8 +76,25 @@ def _cmd_cache(args) -> int:
 
 def _cmd_demo(args) -> int:
     from hemx import demo
+    from hemx.errors import ParameterError
 
     options = {}
+    if args.workload == "resnet":
+        for flag, given in (("--iterations", args.iterations is not None), ("--bootstrap", args.bootstrap),
+                            ("--secure", args.secure), ("--no-warm-up", args.no_warm_up)):
+            if given:
+                raise ParameterError(f"{flag} does not apply to --workload resnet (its options: --model, --images, "
+                                     "--preset, --allow-insecure)")
+        options["model"] = args.model or "resnet20"
+        options["preset"] = args.preset or "boot_16"
+        options["allow_insecure"] = args.allow_insecure
+        if args.images is not None:
+            options["num_images"] = args.images
+        return demo.main(args.workload, as_json=args.json, **options)
+    for flag, given in (("--model", args.model is not None), ("--preset", args.preset is not None),
+                        ("--allow-insecure", args.allow_insecure)):
+        if given:
+            raise ParameterError(f"{flag} applies to --workload resnet only")
     if args.workload == "cnn" and args.images is not None:
         options["num_images"] = args.images
     if args.workload == "logreg" and args.iterations is not None:
@@ -358,10 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("--only", choices=["compilation", "plans"], default=None, help="clear only this one")
     cache.set_defaults(func=_cmd_cache)
 
-    demo = sub.add_parser("demo", help="encrypted CNN inference (default) or logistic regression, client/server")
-    demo.add_argument("--workload", default="cnn", choices=["cnn", "logreg", "kernels"],
-                      help="cnn: digits CNN inference; logreg: HELR training + scoring; kernels: exact-kernel check")
-    demo.add_argument("--images", type=int, default=None, help="cnn: the first N test images (default all 360)")
+    demo = sub.add_parser("demo", help="encrypted CNN inference (default), logistic regression or ResNet-20, "
+                                        "client/server")
+    demo.add_argument("--workload", default="cnn", choices=["cnn", "logreg", "resnet", "kernels"],
+                      help="cnn: digits CNN inference; logreg: HELR training + scoring; resnet: ResNet-20 inference "
+                           "with bootstrapping (boot_16: minutes and ~20 GiB per image); kernels: exact-kernel check")
+    demo.add_argument("--images", type=int, default=None,
+                      help="cnn: the first N test images (default all 360); resnet: the first N (default 1)")
     demo.add_argument("--iterations", type=int, default=None,
                       help="logreg: gradient steps (more than a 128-bit chain holds, e.g. 30: bootstrapping mode)")
     demo.add_argument("--bootstrap", action="store_true",
@@ -370,6 +390,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="logreg bootstrapping on the 128-bit boot_16 ring (~20 s per bootstrap, 7.6 GiB of keys)")
     demo.add_argument("--no-warm-up", action="store_true",
                       help="cnn: no server warm-up; the first request pays for tracing and compilation")
+    demo.add_argument("--model", default=None, choices=["resnet20", "tiny"],
+                      help="resnet: resnet20 (default, the shipped Fashion-MNIST weights) or tiny (a small residual "
+                           "TEST network with random weights, not ResNet-20: with --preset boot_12 --allow-insecure "
+                           "it runs the whole client/server path in about a minute)")
+    demo.add_argument("--preset", default=None,
+                      help="resnet: bootstrapping parameters (default boot_16, 128-bit; boot_12 / boot_13 are test "
+                           "sizes and need --allow-insecure)")
+    demo.add_argument("--allow-insecure", action="store_true",
+                      help="resnet: allow a preset below 128-bit security (tests only)")
     demo.add_argument("--json", action="store_true", help="print the summary as one JSON object (progress: stderr)")
     demo.set_defaults(func=_cmd_demo)
 
@@ -506,6 +535,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "encrypted with bootstrapping at boot_16: accuracy, latency per image, bootstraps, keys, RSS")
     bench_resnet.add_arguments(rn)
     rn.set_defaults(func=bench_resnet.run_cli)
+
+    from hemx.bench import cifar as bench_cifar
+
+    cf = bsub.add_parser("cifar", help="the pretrained Keras CIFAR-10 CNN on the 20 foolbox CIFAR-10 images: "
+                         "plaintext, the boot_16 plan, and the slot simulator with the ReLU approximation")
+    bench_cifar.add_arguments(cf)
+    cf.set_defaults(func=bench_cifar.run_cli)
 
     from hemx.bench import first_call as bench_first_call
 

@@ -41,7 +41,9 @@ class Group(NamedTuple):
 GROUPS = (
     # tests/apps/test_logreg_bootstrap.py: most of its ~3 min compiles the boot_12 bootstrap; tests/cli/test_demo.py
     # runs the apps' small rings again (same parameters and NTT: the compiled programs are reused here)
-    Group(("tests/apps", "tests/cli/test_demo.py"), 4.5),
+    # tests/cli/test_demo_resnet.py: the tiny residual test network at boot_12 through the client/server split,
+    # 3 bootstraps per image (~25-40 s; 73 s while a boot_16 job ran on the same 2 cores)
+    Group(("tests/apps", "tests/cli/test_demo.py", "tests/cli/test_demo_resnet.py"), 5.2),
     Group(("tests/bench",), 1.9),  # test_bench_bootstrap.py: boot_12 workers, --profile ~35 s; test_gpu_check.py ~45 s
     Group(("tests/circuits/test_bootstrap.py", "tests/circuits/test_bootstrap_scales.py",
            "tests/circuits/test_bootstrap_sparse.py", "tests/circuits/test_lintrans_hoisting.py"), 3.5),  # test_bootstrap_sparse.py: new, not yet timed

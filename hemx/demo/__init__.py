@@ -1,5 +1,6 @@
 """``hemx demo``: the main job. ``--workload cnn`` (default) and ``logreg`` run the encrypted workloads through
-the client/server split (:mod:`hemx.demo.workloads`); ``kernels`` checks the exact kernel layer
+the client/server split (:mod:`hemx.demo.workloads`); ``resnet`` runs encrypted ResNet-20 inference with
+bootstrapping through the same split (:mod:`hemx.demo.resnet`); ``kernels`` checks the exact kernel layer
 (:mod:`hemx.demo.kernels`)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from rich.console import Console
 
 from hemx.bench.report import render_table
 
-WORKLOAD_CHOICES = ("cnn", "logreg", "kernels")
+WORKLOAD_CHOICES = ("cnn", "logreg", "resnet", "kernels")
 
 
 def _fmt_bytes(n: int) -> str:
@@ -26,6 +27,13 @@ def _summary_rows(summary: dict) -> list[list[str]]:
     pct = lambda v: f"{100 * v:.2f} %"  # noqa: E731
     rows = [["device", f"{summary['backend']}: {summary['device']} ({summary['machine']})"],
             ["parameters", f"{summary['parameters']}, ntt={summary['ntt']}"]]
+    if summary["workload"] == "resnet":
+        from hemx.demo import resnet
+
+        rows += resnet.summary_rows(summary, _fmt_bytes)
+        rows += [[f"time: {k}", f"{v:.2f} s"] for k, v in summary["seconds"].items()]
+        rows += [[f"size: {k.replace('_', ' ')}", _fmt_bytes(v)] for k, v in summary["bytes"].items()]
+        return rows
     accuracy = [["accuracy plaintext / encrypted", f"{pct(summary['accuracy_plaintext'])} / "
                                                    f"{pct(summary['accuracy_encrypted'])}"],
                 ["predictions equal to plaintext", pct(summary["agreement"])]]
@@ -89,9 +97,11 @@ def run(workload: str = "cnn", *, as_json: bool = False, console: Console | None
     """Run one workload with progress bars and a summary table (to stderr when ``as_json``)."""
     from hemx.demo import workloads
 
-    if workload not in workloads.WORKLOADS:
-        raise ValueError(f"unknown workload {workload!r}; choose one of {workloads.WORKLOADS}")
+    if workload not in workloads.WORKLOADS and workload != "resnet":
+        raise ValueError(f"unknown workload {workload!r}; choose one of {workloads.WORKLOADS + ('resnet',)}")
     console = console or Console(stderr=as_json)
+    if workload == "resnet":
+        return _run_resnet(as_json, console, **options)
     runner = workloads.run_cnn if workload == "cnn" else workloads.run_logreg
     title = ("Encrypted CNN inference, sklearn digits (8x8), client/server" if workload == "cnn"
              else "Encrypted logistic regression training (HELR), breast cancer, client/server")
@@ -109,6 +119,27 @@ def run(workload: str = "cnn", *, as_json: bool = False, console: Console | None
         ok = gap == 0.0
         console.print(f"[bold]{'note' if summary['secure'] else 'WARNING'}:[/] {summary['security']}")
     summary["ok"] = bool(ok)
+    if as_json:
+        print(json.dumps(summary, default=float))
+    return summary
+
+
+def _run_resnet(as_json: bool, console: Console, **options) -> dict:
+    """``--workload resnet``: ok when every encrypted prediction equals the plaintext network's."""
+    from hemx.demo import resnet
+
+    model = options.get("model", "resnet20")
+    resnet.check_options(model, options.get("num_images", 1), options.get("preset", resnet.DEFAULT_PRESET),
+                         options.get("allow_insecure", False))  # before any output
+    title = ("Encrypted ResNet-20 inference with bootstrapping, Fashion-MNIST, client/server" if model == "resnet20"
+             else "Encrypted inference of the tiny residual TEST network (not ResNet-20), client/server")
+    console.print(f"[bold]{title}[/]")
+    with resnet.layer_bars(console) as bars:
+        summary = resnet.run_resnet(update=bars.update, layer=bars.layer, log=bars.print, **options)
+    render_table(title, ["", "value"], _summary_rows(summary), console)
+    if not summary["secure"]:
+        console.print(f"[bold]WARNING:[/] {summary['preset']} is not 128-bit secure: a test-size ring, for tests only")
+    summary["ok"] = summary["predictions_equal"]
     if as_json:
         print(json.dumps(summary, default=float))
     return summary
