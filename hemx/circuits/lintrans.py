@@ -38,7 +38,7 @@ from hemx.ckks import encoder as ckks_encoder
 from hemx.ckks import evaluator as ckks_evaluator
 from hemx.ckks import keyswitch
 from hemx.errors import LevelError, ParameterError
-from hemx.kernels import automorphism
+from hemx.kernels import automorphism, modarith
 
 DEFAULT_BSGS_RATIO = 2.0
 HOISTING = ("auto", "double", "single", "none")
@@ -342,9 +342,9 @@ def _special_residues(ev: CKKSEvaluator, values: np.ndarray, scale: float) -> li
     ps = tuple(p.special_moduli)
     z, _ = ckks_encoder.slot_values(values, ev.slots, p.n)
     coeffs = ckks_encoder.embed(z, p.n, ev.slots, scale)
-    with jax.ensure_compile_time_eval():
-        res = jax.numpy.asarray(ckks_encoder.float_residues(coeffs, ps))
-        data = ckks_evaluator.ntt_q(res, ctx.plan, num_p=0, num_q=len(ps))
+    with jax.ensure_compile_time_eval():  # residues formed in the kernel, fused with the NTT (as Context.encode)
+        data = ckks_evaluator.float_ntt_q(jax.numpy.asarray(coeffs), modarith.pow2_table(ps), ctx.plan, num_p=0,
+                                          num_q=len(ps))
     return [data[i] for i in range(data.shape[0])]
 
 

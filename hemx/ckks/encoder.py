@@ -151,7 +151,10 @@ def residues(ints: np.ndarray, moduli) -> np.ndarray:
     if ints.dtype == object:
         return np.stack([np.asarray(ints % q, dtype=np.int64) for q in moduli], axis=-2).astype(np.uint32)
     q = np.asarray(moduli, dtype=np.int64).reshape(-1, 1)
-    return np.mod(ints[..., None, :].astype(np.int64), q).astype(np.uint32)
+    x = ints[..., None, :].astype(np.int64)
+    if x.size and int(np.max(np.abs(ints))) < int(np.min(q)):  # small values (secrets, errors): no division
+        return np.where(x < 0, x + q, x).astype(np.uint32)
+    return np.mod(x, q).astype(np.uint32)
 
 
 _FLOAT_INT64 = 2.0 ** 62  # below it an integer-valued float converts to int64 exactly

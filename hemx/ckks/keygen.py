@@ -99,7 +99,9 @@ def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: i
     num_p = ctx.num_p
     seed = smp.seed()
     a = jnp.asarray(uniform_half(seed, ctx.basis[:m], p.n, num_d))
-    e = ctx.ring.ntt(encoder.residues(smp.gaussian((num_d, p.n), p.sigma), ctx.basis))[:, :m]
+    # the errors over the key's m rows only (P first, then Q: the plan's limb order)
+    e = evaluator.ntt_q(jnp.asarray(encoder.residues(smp.gaussian((num_d, p.n), p.sigma), ctx.basis[:m])), ctx.plan,
+                        num_p=0, num_q=m)
     big_p = math.prod(p.special_moduli)
     gadget = np.zeros((num_d, m, 1), dtype=np.uint32)
     for d, (lo, hi) in enumerate(p.digits()[:num_d]):

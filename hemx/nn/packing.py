@@ -433,8 +433,9 @@ def _dense_structure(in_pos: np.ndarray, out_pos: np.ndarray, f: np.ndarray, j: 
 def dense_map(in_layout: Layout, weight: np.ndarray, bias: np.ndarray | None, *, out_stride: int | None = None,
               same_positions: bool = False, bsgs_ratio: float = DEFAULT_BSGS_RATIO) -> DiagonalMap:
     """``y = weight @ x + bias`` on a vector layout; the output is a vector layout ``f -> f * stride`` with the
-    stride (1, or the input's spacing) that needs the fewest diagonals, or the input's own positions
-    (``same_positions``, for element-wise maps)."""
+    stride (1, the input's spacing, or the widest spacing that fits one ciphertext) that needs the fewest output
+    ciphertexts, then the fewest diagonals, or the input's own positions (``same_positions``, for element-wise
+    maps)."""
     if len(in_layout.shape) != 1:
         raise ShapeError(f"a dense layer needs a vector (F,) input (Flatten first), got {in_layout.shape}")
     weight = np.asarray(weight, dtype=np.float64)
@@ -459,14 +460,18 @@ def dense_map(in_layout: Layout, weight: np.ndarray, bias: np.ndarray | None, *,
             diffs = np.diff(np.sort(in_pos))
             vals, counts = np.unique(diffs, return_counts=True)
             strides.add(int(vals[np.argmax(counts)]))
+            # the widest spacing that still fits one ciphertext: a wide input spacing (1024 at CIFAR's dense
+            # layers) would otherwise spread 1024 outputs over 32 ciphertexts, each bootstrapped later
+            strides.add(max(1, slots // _next_pow2(f_out)))
         candidates = [vector_layout(f_out, slots, stride=s) for s in sorted(strides)]
     best = None
     for out_layout in candidates:
         out_pos = out_layout.positions.reshape(-1)
         jo, so, ji, r = _dense_structure(in_pos, out_pos, f_idx, j_idx, slots)
         count = np.unique(np.stack([jo, ji, r], axis=1), axis=0).shape[0]
-        if best is None or count < best[0]:
-            best = (count, out_layout, (jo, so, ji, r))
+        cost = (out_layout.num_cts, count)  # fewer output ciphertexts first (every later step runs per ciphertext)
+        if best is None or cost < best[0]:
+            best = (cost, out_layout, (jo, so, ji, r))
     _, out_layout, (jo, so, ji, r) = best
     structure = _group(jo, ji, r)
     bias_slots = None

@@ -112,3 +112,16 @@ def test_huge_coefficients_encode_as_python_integers_do():
     assert ints.dtype == object and float(np.max(np.abs(floats))) >= 2.0**62
     level = ctx.params.max_level
     assert np.array_equal(np.asarray(ctx.to_ntt_q(floats, level)), np.asarray(ctx.to_ntt_q(ints, level)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=-(2**40), max_value=2**40), min_size=1, max_size=16),
+       st.integers(min_value=0, max_value=4))
+def test_residues_of_small_and_large_integers(values, shrink):
+    """``residues`` reduces small values (|x| below every modulus: secrets, errors) without a division; the
+    result equals Python's ``%`` on either side of that threshold."""
+    qmin = min(MODULI)
+    ints = np.array([v >> (8 * shrink) for v in values] + [qmin - 1, -(qmin - 1), 0], dtype=np.int64)
+    assert np.array_equal(encoder.residues(ints, MODULI), python_residues(ints.astype(np.float64), MODULI))
+    small = np.array([-2, -1, 0, 1, 2], dtype=np.int64)
+    assert np.array_equal(encoder.residues(small, MODULI), python_residues(small.astype(np.float64), MODULI))

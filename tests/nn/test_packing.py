@@ -182,3 +182,20 @@ def test_bad_input():
     sim = SlotSimulator(None, slots=64, max_level=1)
     with pytest.raises(LevelError):
         op.apply(sim, [sim.encrypt(np.zeros(64), level=0)])
+
+
+def test_dense_after_a_wide_spacing_fills_one_ciphertext():
+    """Features 32 slots apart (as after the last convolution of a CIFAR CNN, 1024 apart at N = 2^16) into 64
+    outputs: spacing them 32 apart would take 8 ciphertexts; the map picks a spacing that fits one."""
+    slots, f_in, f_out = 256, 8, 64
+    layout = packing.vector_layout(f_in, slots, stride=32)
+    rng = np.random.default_rng(11)
+    w, b = rng.normal(size=(f_out, f_in)), rng.normal(size=f_out)
+    op = packing.dense_map(layout, w, b)
+    assert op.out_layout.num_cts == 1
+    x = rng.normal(size=(3, f_in))
+    got, _ = _run(op, layout, x)
+    assert _rel(got, x @ w.T + b) < RTOL
+    forced = packing.dense_map(layout, w, b, out_stride=32)  # the input's spacing, as before: 8 ciphertexts
+    assert forced.out_layout.num_cts == 8
+    assert _rel(_run(forced, layout, x)[0], x @ w.T + b) < RTOL
