@@ -72,8 +72,9 @@ GROUPS = (
     # processes; test_export.py's boot_12 bootstrap export for cuda and tpu: about 1 min
     Group(("tests/parallel",), 4.6),
     # hemx.nn (issue 28): packing against lax.conv in the simulator, the ReLU approximation, the compiler (a small
-    # residual network encrypted, one at boot_12 with 2 bootstraps), the JAX / Keras front ends and ResNet-20
-    Group(("tests/nn",), 4.0),
+    # residual network encrypted, one at boot_12 with 2 bootstraps), the JAX / Keras front ends and ResNet-20;
+    # test_network_export.py: that network as one program, exported for cuda and tpu and jitted (~2 min loaded)
+    Group(("tests/nn",), 6.0),
     # a second venv with JAX 0.11.2 (made once under build/, about 1 min) runs CKKS ops and a boot_12 bootstrap
     Group(("tests/test_jax_compat.py",), 2.8),
 )
