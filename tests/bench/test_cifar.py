@@ -12,18 +12,13 @@ import pytest
 
 from hemx.bench import cifar
 from hemx.errors import ParameterError
-from hemx.nn import data
+
+from tests.helpers import nn_data
 
 
 @pytest.fixture(scope="module")
 def cifar10_files():
-    """The pretrained CNN and foolbox's 20 images, fetched (pip download --no-deps) into the test cache if absent."""
-    try:
-        data.cifar10_pretrained_cnn_path()
-        data.cifar10_foolbox_images()
-    except data.DataUnavailableError:
-        data.fetch_cifar10()
-    return data.cifar10_pretrained_cnn_path()
+    return nn_data.cifar10_files()[0]
 
 
 def test_plan_and_two_images_simulated(cifar10_files, tmp_path):

@@ -23,6 +23,13 @@ def stack(ctx, cts):
     return cts[0].replace(data=jnp.stack([c.data for c in cts]))
 
 
+def check_sum_of_products(ctx, keys, got, xs, vals):
+    """``got``, rescaled and decrypted, against numpy's sum of the decrypted ``xs`` times the plain rows ``vals``."""
+    dec = ctx.decrypt(ctx.rescale(got), keys)
+    ref = sum(ctx.decrypt(x, keys) * vals[i] for i, x in enumerate(xs))
+    assert np.max(np.abs(dec - ref)) < 1e-3
+
+
 @pytest.mark.parametrize("pt_level_above", [0, 2])
 def test_dot_plain_is_the_sum_of_products_bit_for_bit(pt_level_above):
     ctx, keys = setup()
@@ -38,9 +45,7 @@ def test_dot_plain_is_the_sum_of_products_bit_for_bit(pt_level_above):
         want = term if want is None else ctx.add(want, term)
     assert got.level == want.level == level and got.scale == want.scale and got.batch_shape == ()
     assert np.array_equal(np.asarray(got.data), np.asarray(want.data))
-    dec = ctx.decrypt(ctx.rescale(got), keys)
-    ref = sum(ctx.decrypt(x, keys) * vals[i] for i, x in enumerate(xs))
-    assert np.max(np.abs(dec - ref)) < 1e-3
+    check_sum_of_products(ctx, keys, got, xs, vals)
 
 
 def test_dot_plain_keeps_the_other_batch_axes():
@@ -52,9 +57,7 @@ def test_dot_plain_keeps_the_other_batch_axes():
     pt = ctx.encode(vals, scale=ctx.rescale_divisor(ctx.params.max_level))
     got = ctx.dot_plain(stack(ctx, xs), pt)
     assert got.batch_shape == (batch,)
-    dec = ctx.decrypt(ctx.rescale(got), keys)
-    ref = sum(ctx.decrypt(x, keys) * vals[i] for i, x in enumerate(xs))
-    assert np.max(np.abs(dec - ref)) < 1e-3
+    check_sum_of_products(ctx, keys, got, xs, vals)
 
 
 def test_dot_plain_refuses_bad_operands():

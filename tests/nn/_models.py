@@ -1,4 +1,5 @@
-"""Graphs the hemx.nn tests compile: a ResNet-20-shaped network with random weights, a small residual network."""
+"""Graphs the hemx.nn tests compile: a ResNet-20-shaped network with random weights, a small residual network (and
+that network compiled at boot_12 with two bootstraps)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,18 @@ def residual_graph(rng: np.random.Generator, *, channels: int = 4, side: int = 8
         G.Node("fc", G.Dense(rng.normal(size=(classes, c)), rng.normal(size=classes)), ("pool",)),
     ]
     return G.Graph(tuple(nodes))
+
+
+def boot12_residual_case():
+    """The small residual network compiled for ``boot_12`` with the input at level 3 (3 levels after a bootstrap
+    too), seeded: ``(graph, x, ctx, net)``; the planner bootstraps twice (bn1 and the sum)."""
+    import hemx  # noqa: PLC0415
+    from hemx.ckks import Sampler  # noqa: PLC0415
+    from hemx.nn.compiler import compile  # noqa: PLC0415, A004
+
+    rng = np.random.default_rng(6)
+    g = residual_graph(rng, act=(0.1, 0.5, 0.2))
+    x = rng.normal(size=(1, 2, 8, 8))
+    params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
+    ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(5))
+    return g, x, ctx, compile(g, ctx, calibration=x, input_level=3)

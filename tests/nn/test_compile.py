@@ -15,7 +15,7 @@ from hemx.nn import graph as G
 from hemx.nn.compiler import CompiledNetwork, Plan, compile
 
 from tests.helpers.ckks_helpers import INSECURE, context_and_keys, small_params
-from tests.nn._models import residual_graph, resnet20_graph
+from tests.nn._models import boot12_residual_case, residual_graph, resnet20_graph
 
 pytestmark = pytest.mark.filterwarnings(INSECURE)
 RTOL = 1e-9  # simulator with parameters: exact scales, constants rounded to 2^-56 relative
@@ -237,14 +237,7 @@ def test_encrypted_relu_small_ring():
 def test_encrypted_residual_network_with_a_bootstrap_boot12():
     """The same network at boot_12 with the input at level 3 (3 levels after a bootstrap too): the activation's
     output needs scaling before a bootstrap (a level in reserve), so the planner bootstraps bn1 and the sum."""
-    from hemx.ckks import Sampler
-
-    rng = np.random.default_rng(6)
-    g = residual_graph(rng, act=(0.1, 0.5, 0.2))
-    x = rng.normal(size=(1, 2, 8, 8))
-    params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
-    ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(5))
-    net = compile(g, ctx, calibration=x, input_level=3)
+    g, x, ctx, net = boot12_residual_case()
     assert net.plan.bootstraps == 2 and net.plan.boot_key_count is not None and net.plan.key_bytes is not None
     keys = net.keygen(ctx)
     out = net.run(ctx, keys, net.encrypt_input(ctx, keys, x))

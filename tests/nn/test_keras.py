@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from hemx.errors import ParameterError
-from hemx.nn import data
 from hemx.nn.graph import Conv2D, Dense, reference
 from hemx.nn.keras import from_keras_h5
+
+from tests.helpers import nn_data
 
 
 # --- a Keras 2 .h5 writer (the layout of model.save("x.h5")) ------------------------------------------------------
@@ -197,13 +198,7 @@ def test_weights_only_file_is_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def cifar10_files():
-    """The pretrained CNN and foolbox's 20 images, fetched (pip download --no-deps) into the test cache if absent."""
-    try:
-        data.cifar10_pretrained_cnn_path()
-        data.cifar10_foolbox_images()
-    except data.DataUnavailableError:
-        data.fetch_cifar10()
-    return data.cifar10_pretrained_cnn_path(), data.cifar10_foolbox_images()
+    return nn_data.cifar10_files()
 
 
 def test_pretrained_cifar10_cnn_labels_all_20_foolbox_images(cifar10_files):

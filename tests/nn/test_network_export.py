@@ -13,13 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import hemx
-from hemx.ckks import Sampler
 from hemx.nn import graph as G
-from hemx.nn.compiler import compile
 
 from tests.helpers.ckks_helpers import INSECURE
-from tests.nn._models import residual_graph
+from tests.nn._models import boot12_residual_case
 
 pytestmark = pytest.mark.filterwarnings(INSECURE)
 
@@ -32,12 +29,7 @@ def network_case():
     """The network of ``test_encrypted_residual_network_with_a_bootstrap_boot12`` (input at level 3, two bootstraps),
     its keys, one encrypted image and ``run(ct, relin, galois, switching)``: the network with the keys' arrays as
     arguments (closed over, they would be embedded in the program as constants)."""
-    rng = np.random.default_rng(6)
-    g = residual_graph(rng, act=(0.1, 0.5, 0.2))
-    x = rng.normal(size=(1, 2, 8, 8))
-    params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
-    ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(5))
-    net = compile(g, ctx, calibration=x, input_level=3)
+    g, x, ctx, net = boot12_residual_case()
     assert net.plan.bootstraps == 2
     keys = net.keygen(ctx)
     ev = keys.evaluation_keys()
