@@ -13,7 +13,7 @@ namespace {
 #define HEMX_TABLE(ns, width)                                                                                      \
   Kernels {                                                                                                        \
     #ns, width, &ns::forward, &ns::inverse, &ns::mul_shoup, &ns::butterfly_probe, &ns::bconv_block,               \
-        &ns::inner_product, &ns::gather                                                                            \
+        &ns::inner_product, &ns::gather, &ns::uniform_row, &ns::key_product                                        \
   }
 
 constexpr Kernels kScalarTable = HEMX_TABLE(scalar, kWidthScalar);

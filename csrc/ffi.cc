@@ -8,6 +8,9 @@
 //   hemx_automorphism(x (..., L, N), map (N,) s32) -> (..., L, N)                 (out = x[..., map])
 //   hemx_inner_product(a (..., D, m, N), b (D, K, m, N), q (m,)) -> (..., K, m, N)  (sum_d a_d b_d mod q)
 //   hemx_bconv(x (..., L, N), q (L,), qhinv (L,), p (L',), c (L, L'), corr (L, L'); centered) -> (..., L', N)
+//   hemx_uniform(digits (D,) s32, key (8,), q (m,); n) -> (D, m, n)                (seeded rows, see Uniform)
+//   hemx_key_product(a (..., D, m, N), b (Dk, K, Mk, N), key (8,), q (m,), map (N,) s32; seeded, permuted)
+//                    -> (..., 2, m, N)                                            (key-switching product, KeyProduct)
 //   hemx_modup(x (..., nq, N), q (m,), w, ws, wi, wis (R, N), scal (m, 4), rows (m,), digits (D, 2), qhinv (nq,),
 //              c, corr (flat); centered) -> (..., D, m, N)                       (fused ModUp, see ModUp)
 //   hemx_divide(x (..., M, N), keep (K,), drop (Dd,), qk, qd, w, ws, rows_k, wi, wis, scal_d, rows_d, qhinv,
@@ -298,6 +301,20 @@ ffi::Error Automorphism(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buff
                       [=, &k](size_t u) { k.gather(out + u * n, xs + u * n, mp, n); });
 }
 
+// Per-limb constants of the Montgomery-style inner products: q^-1 mod 2^32, [2^32]_q, its Shoup companion.
+ffi::Error montgomery_consts(const uint32_t* qs, size_t m, std::vector<uint32_t>& consts) {
+  consts.resize(3 * m);
+  for (size_t l = 0; l < m; ++l) {
+    const uint32_t ql = qs[l];
+    if (bad_modulus(ql)) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
+    uint32_t inv = ql;  // Newton's iteration for q^-1 mod 2^32: each step doubles the correct low bits
+    for (int it = 0; it < 5; ++it) inv *= 2u - ql * inv;
+    const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ql);
+    consts[3 * l] = inv, consts[3 * l + 1] = r, consts[3 * l + 2] = shoup_of(r, ql);
+  }
+  return ffi::Error::Success();
+}
+
 // out (..., K, m, N) = sum_d a (..., D, m, N)[d] * b (D, K, m, N)[d] mod q (m,); residues in [0, q).
 ffi::Error InnerProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buffer<ffi::U32> b,
                         ffi::Buffer<ffi::U32> q, ffi::ResultBuffer<ffi::U32> y) {
@@ -316,15 +333,8 @@ ffi::Error InnerProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buff
   size_t batch = 1;
   for (size_t i = 0; i + 3 < ad.size(); ++i) batch *= (size_t)ad[i];
   const uint32_t* qs = q.typed_data();
-  std::vector<uint32_t> consts(3 * m);  // per limb: q^-1 mod 2^32, [2^32]_q, its Shoup companion
-  for (size_t l = 0; l < m; ++l) {
-    const uint32_t ql = qs[l];
-    if (bad_modulus(ql)) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
-    uint32_t inv = ql;  // Newton's iteration for q^-1 mod 2^32: each step doubles the correct low bits
-    for (int it = 0; it < 5; ++it) inv *= 2u - ql * inv;
-    const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ql);
-    consts[3 * l] = inv, consts[3 * l + 1] = r, consts[3 * l + 2] = shoup_of(r, ql);
-  }
+  std::vector<uint32_t> consts;  // per limb: q^-1 mod 2^32, [2^32]_q, its Shoup companion
+  if (auto e = montgomery_consts(qs, m, consts); e.failure()) return e;
   const Kernels& ka = active_kernels();
   const Kernels& k = n % ka.width == 0 ? ka : scalar_kernels();
   const uint32_t *as = a.typed_data(), *bs = b.typed_data(), *cs = consts.data();
@@ -333,6 +343,82 @@ ffi::Error InnerProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buff
     const size_t bi = u / m, l = u % m;
     k.inner_product(out + (bi * K * m + l) * n, m * n, as + (bi * D * m + l) * n, m * n, bs + l * n, K * m * n,
                     m * n, D, K, n, qs[l], cs[3 * l], cs[3 * l + 1], cs[3 * l + 2]);
+  });
+}
+
+// Seeded uniform rows (prng_impl.h): out (D, m, N), row (i, l) the stream of (key, digits[i], q_l, N). digits (D,) s32
+// (each >= 0), key (8,), q (m,); n (attribute) = N.
+ffi::Error Uniform(ffi::ThreadPool pool, ffi::Buffer<ffi::S32> digits, ffi::Buffer<ffi::U32> key,
+                   ffi::Buffer<ffi::U32> q, ffi::ResultBuffer<ffi::U32> y, int64_t n_attr) {
+  auto yd = y->dimensions();
+  if (auto e = check_nonempty(digits.dimensions(), "seeded uniform digits"); e.failure()) return e;
+  if (auto e = check_nonempty(q.dimensions(), "seeded uniform moduli"); e.failure()) return e;
+  if (n_attr < 1 || n_attr >= (int64_t{1} << 32)) return ffi::Error::InvalidArgument("hemx native: bad ring degree");
+  const size_t D = digits.element_count(), m = q.element_count(), n = (size_t)n_attr;
+  if (auto e = check_out(yd, {(int64_t)D, (int64_t)m, n_attr}, "seeded uniform"); e.failure()) return e;
+  if (key.element_count() != 8) return ffi::Error::InvalidArgument("hemx native: a stream key has 8 words");
+  const int32_t* ds = digits.typed_data();
+  for (size_t i = 0; i < D; ++i)
+    if (ds[i] < 0) return ffi::Error::InvalidArgument("hemx native: digit indices must be >= 0");
+  const uint32_t *ks = key.typed_data(), *qs = q.typed_data();
+  for (size_t l = 0; l < m; ++l)
+    if (bad_modulus(qs[l])) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
+  const Kernels& k = active_kernels();
+  uint32_t* out = y->typed_data();
+  return parallel_for(pool, D * m, 1, D * m * n * 8, [=, &k](size_t u) {
+    k.uniform_row(out + u * n, n, ks, (uint32_t)ds[u / m], qs[u % m]);
+  });
+}
+
+// The key-switching inner product, in one pass: a (..., D, m, N) extended digits, b (Dk, K, Mk, N) the key's data of
+// which rows [:D, :, :m] are read in place (D <= Dk, m <= Mk: a key stored for more digits or rows), q (m,)
+// -> (..., 2, m, N) = [sum_d x_d b_d0, sum_d x_d b_d1], where
+//   * seeded != 0: b_d1 is the uniform row (d, q_l, N) of the stream key `key` (8,), generated here (a compact
+//     key: K >= 1); else b_d1 = b[d, 1] (K >= 2; `key` unused);
+//   * permuted != 0: x_d = a_d read through the automorphism's index map `map` (N,), x_d[j] = a_d[map[j]] (the
+//     digits of a hoisted rotation, never stored permuted); else x_d = a_d (`map` unused).
+// One limb per unit of work, the whole batch each (a row is generated, and a piece permuted, once per limb).
+ffi::Error KeyProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buffer<ffi::U32> b,
+                      ffi::Buffer<ffi::U32> key, ffi::Buffer<ffi::U32> q, ffi::Buffer<ffi::S32> map,
+                      ffi::ResultBuffer<ffi::U32> y, int64_t seeded, int64_t permuted) {
+  auto ad = a.dimensions(), bd = b.dimensions();
+  if (ad.size() < 3 || bd.size() != 4)
+    return ffi::Error::InvalidArgument("hemx native: key product needs a (..., D, m, N) and b (Dk, K, Mk, N)");
+  if (auto e = check_nonempty(ad, "key product a"); e.failure()) return e;
+  if (auto e = check_nonempty(bd, "key product b"); e.failure()) return e;
+  const size_t n = (size_t)ad[ad.size() - 1], m = (size_t)ad[ad.size() - 2], D = (size_t)ad[ad.size() - 3];
+  const size_t Dk = (size_t)bd[0], Kb = (size_t)bd[1], Mk = (size_t)bd[2];
+  if (D > Dk || m > Mk || (size_t)bd[3] != n || q.element_count() != m || Kb < (seeded ? 1u : 2u))
+    return ffi::Error::InvalidArgument("hemx native: key product shapes do not match");
+  if (seeded && key.element_count() != 8)
+    return ffi::Error::InvalidArgument("hemx native: a stream key has 8 words");
+  if (n >= (size_t{1} << 32)) return ffi::Error::InvalidArgument("hemx native: ring degree too large");
+  const int32_t* mp = map.typed_data();
+  if (permuted) {
+    if (map.element_count() != n) return ffi::Error::InvalidArgument("hemx native: index map length != N");
+    for (size_t j = 0; j < n; ++j)
+      if (mp[j] < 0 || (size_t)mp[j] >= n) return ffi::Error::InvalidArgument("hemx native: index map out of range");
+  }
+  std::vector<int64_t> want(ad.begin(), ad.end() - 3);
+  want.insert(want.end(), {2, (int64_t)m, (int64_t)n});
+  if (auto e = check_out(y->dimensions(), want, "key product"); e.failure()) return e;
+  size_t batch = 1;
+  for (size_t i = 0; i + 3 < ad.size(); ++i) batch *= (size_t)ad[i];
+  const uint32_t* qs = q.typed_data();
+  std::vector<uint32_t> consts;
+  if (auto e = montgomery_consts(qs, m, consts); e.failure()) return e;
+  const Kernels& ka = active_kernels();
+  const Kernels& k = n % ka.width == 0 ? ka : scalar_kernels();
+  const uint32_t *as = a.typed_data(), *bs = b.typed_data(), *cs = consts.data();
+  const uint32_t* ks = seeded ? key.typed_data() : nullptr;
+  const int32_t* maps = permuted ? mp : nullptr;
+  uint32_t* out = y->typed_data();
+  const size_t scratch_words = D * kKeyScratchPerDigit + kSeedScratchAlign;
+  return parallel_for(pool, m, 1, batch * m * n * D, [=, &k](size_t l) {
+    thread_local std::vector<uint32_t> scratch;  // D streams and row pieces: a few KiB a digit
+    if (scratch.size() < scratch_words) scratch.resize(scratch_words);
+    k.key_product(out + l * n, 2 * m * n, m * n, as + l * n, D * m * n, m * n, bs + l * n, Kb * Mk * n, Mk * n, D,
+                  batch, n, ks, maps, qs[l], cs[3 * l], cs[3 * l + 1], cs[3 * l + 2], scratch.data());
   });
 }
 
@@ -673,6 +759,27 @@ HEMX_HANDLER(HemxInnerProduct, &hemx::InnerProduct,
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
+
+HEMX_HANDLER(HemxUniform, &hemx::Uniform,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // digits
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // key
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // q
+                                  .Ret<ffi::Buffer<ffi::U32>>()
+                                  .Attr<int64_t>("n"));
+
+HEMX_HANDLER(HemxKeyProduct, &hemx::KeyProduct,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // a
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // b
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // key
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // q
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // map
+                                  .Ret<ffi::Buffer<ffi::U32>>()
+                                  .Attr<int64_t>("seeded")
+                                  .Attr<int64_t>("permuted"));
 
 HEMX_HANDLER(HemxBConv, &hemx::BConv,
                               ffi::Ffi::Bind()

@@ -59,6 +59,18 @@ using InnerProductFn = void (*)(uint32_t* out, size_t o_kstride, const uint32_t*
                                 const uint32_t* b, size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n,
                                 uint32_t q, uint32_t qinv, uint32_t r, uint32_t rs);
 using GatherFn = void (*)(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n);
+// prng_impl.h: one row of a seeded uniform polynomial (the ChaCha20 stream of (key, d, q, n), masked rejection),
+// and the key-switching inner product of one limb with a key (a compact key's uniform rows generated on the fly,
+// the digits optionally read through an automorphism's index map). Its scratch: kKeyScratchPerDigit words per digit
+// plus kSeedScratchAlign (any alignment).
+constexpr size_t kSeedStreamWords = 576, kSeedChunkWords = 1024, kSeedScratchAlign = 16;
+constexpr size_t kKeyScratchPerDigit = kSeedStreamWords + 2 * kSeedChunkWords;
+using UniformRowFn = void (*)(uint32_t* out, size_t n, const uint32_t* key, uint32_t d, uint32_t q);
+using KeyProductFn = void (*)(uint32_t* out, size_t o_bstride, size_t o_kstride, const uint32_t* ext,
+                              size_t e_bstride, size_t e_dstride, const uint32_t* b, size_t b_dstride,
+                              size_t b_kstride, size_t D, size_t batch, size_t n, const uint32_t* key,
+                              const int32_t* map, uint32_t q, uint32_t qinv, uint32_t r, uint32_t rs,
+                              uint32_t* scratch);
 
 // One instruction set's table (immutable; dispatch.cc holds one constexpr table per instruction set built).
 struct Kernels {
@@ -71,6 +83,8 @@ struct Kernels {
   BConvBlockFn bconv_block;
   InnerProductFn inner_product;
   GatherFn gather;
+  UniformRowFn uniform_row;
+  KeyProductFn key_product;
 };
 
 // Lanes of each instruction set (its file static_asserts its traits' width against these).
@@ -89,6 +103,11 @@ constexpr size_t kWidthScalar = 1, kWidthAvx2 = 8, kWidthAvx512 = 16, kWidthNeon
                      size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t q,              \
                      uint32_t qinv, uint32_t r, uint32_t rs);                                                  \
   void gather(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n);                                \
+  void uniform_row(uint32_t* out, size_t n, const uint32_t* key, uint32_t d, uint32_t q);                       \
+  void key_product(uint32_t* out, size_t o_bstride, size_t o_kstride, const uint32_t* ext, size_t e_bstride,    \
+                   size_t e_dstride, const uint32_t* b, size_t b_dstride, size_t b_kstride, size_t D,           \
+                   size_t batch, size_t n, const uint32_t* key, const int32_t* map, uint32_t q, uint32_t qinv,  \
+                   uint32_t r, uint32_t rs, uint32_t* scratch);                                                 \
   }
 
 HEMX_DECLARE_ISA(scalar)
@@ -122,7 +141,11 @@ struct ScalarV {
   static inline reg mulhi(reg a, reg b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
   static inline reg gt_mask(reg a, reg b) { return a > b ? ~0u : 0u; }  // a, b < 2^31
   static inline reg band(reg a, reg b) { return a & b; }
+  static inline reg bxor(reg a, reg b) { return a ^ b; }
+  template <int k>
+  static inline reg rotl(reg a) { return (a << k) | (a >> (32 - k)); }
   static constexpr bool kWide = false;  // no 64-bit lane helpers (ops_impl.h's wide basis conversion)
+  static constexpr bool kCompress = false;  // prng_impl.h keeps values one at a time
 };
 }  // namespace
 

@@ -26,6 +26,20 @@ struct V {
   }
   static inline reg gt_mask(reg a, reg b) { return _mm256_cmpgt_epi32(a, b); }  // a, b < 2^31: signed is exact
   static inline reg band(reg a, reg b) { return _mm256_and_si256(a, b); }
+  static inline reg bxor(reg a, reg b) { return _mm256_xor_si256(a, b); }
+  template <int k>
+  static inline reg rotl(reg a) {
+    if constexpr (k == 16) {  // byte shuffles for the whole-byte rotations (one op instead of three)
+      return _mm256_shuffle_epi8(a, _mm256_setr_epi8(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13, 2, 3, 0,
+                                                     1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+    } else if constexpr (k == 8) {
+      return _mm256_shuffle_epi8(a, _mm256_setr_epi8(3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14, 3, 0, 1,
+                                                     2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14));
+    } else {
+      return _mm256_or_si256(_mm256_slli_epi32(a, k), _mm256_srli_epi32(a, 32 - k));
+    }
+  }
+  static constexpr bool kCompress = false;
   static constexpr bool kWide = false;
   static constexpr bool kGenericTail = true;  // the stages with h < W: ntt_impl.h's gtail, one lane at a time
 };

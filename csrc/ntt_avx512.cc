@@ -68,6 +68,17 @@ struct V {
   }
   static inline reg gt_mask(reg a, reg b) { return _mm512_movm_epi32(_mm512_cmpgt_epu32_mask(a, b)); }
   static inline reg band(reg a, reg b) { return _mm512_and_si512(a, b); }
+  static inline reg bxor(reg a, reg b) { return _mm512_xor_si512(a, b); }
+  template <int k>
+  static inline reg rotl(reg a) { return _mm512_rol_epi32(a, k); }
+  // the lanes of v below q, packed to the front of a register and stored whole (out has 16 words of slack): a
+  // register compress and a plain store (vpcompressd with a memory operand is microcoded on some cores)
+  static constexpr bool kCompress = true;
+  static inline size_t compress_below(uint32_t* out, reg v, reg q) {
+    const __mmask16 m = _mm512_cmplt_epu32_mask(v, q);
+    _mm512_storeu_si512((void*)out, _mm512_maskz_compress_epi32(m, v));
+    return (size_t)__builtin_popcount((unsigned)m);
+  }
   // 64-bit lanes for the wide basis conversion: products of the even 32-bit lanes, the odd lanes moved down,
   // 64-bit adds, and the 16 low / high words of two vectors of 8 64-bit sums (even lanes, odd lanes)
   static constexpr bool kWide = true;

@@ -26,8 +26,10 @@
 // base = n / kBlock + b for block b).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels.h"
 
@@ -420,6 +422,7 @@ static uint64_t butterfly_probe_t(uint32_t* a, size_t n, uint32_t qs, uint32_t w
 }
 
 #include "ops_impl.h"
+#include "prng_impl.h"
 
 // The entry points of this instruction set (declared by HEMX_DECLARE_ISA in kernels.h; dispatch.cc builds the
 // table). External linkage inside this ISA's own namespace, hidden visibility: no other object defines them.
@@ -447,9 +450,24 @@ void bconv_block(const BConvTables& t, const uint32_t* x, uint32_t* out, size_t 
 void inner_product(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride, const uint32_t* b,
                    size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t q, uint32_t qinv,
                    uint32_t r, uint32_t rs) {
-  inner_product_t(out, o_kstride, a, a_stride, b, b_dstride, b_kstride, D, K, n, q, qinv, r, rs);
+  inner_product_t<>(out, o_kstride, a, a_stride, b, b_dstride, b_kstride, D, K, n, q, qinv, r, rs);
 }
 void gather(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n) { gather_t(out, in, map, n); }
+void uniform_row(uint32_t* out, size_t n, const uint32_t* key, uint32_t d, uint32_t q) {
+  uniform_row_t(out, n, key, d, q);
+}
+void key_product(uint32_t* out, size_t o_bstride, size_t o_kstride, const uint32_t* ext, size_t e_bstride,
+                 size_t e_dstride, const uint32_t* b, size_t b_dstride, size_t b_kstride, size_t D, size_t batch,
+                 size_t n, const uint32_t* key, const int32_t* map, uint32_t q, uint32_t qinv, uint32_t r, uint32_t rs,
+                 uint32_t* scratch) {
+  // scratch: D row streams (64-byte aligned), then D pieces of the uniform rows, then D pieces of permuted digits
+  const uintptr_t at = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
+  RowStream* streams = reinterpret_cast<RowStream*>(at);  // trivial type: key_product_t initializes each it uses
+  uint32_t* abuf = reinterpret_cast<uint32_t*>(at) + D * kSeedStreamWords;
+  uint32_t* xbuf = abuf + D * kSeedChunk;
+  key_product_t<>(out, o_bstride, o_kstride, ext, e_bstride, e_dstride, b, b_dstride, b_kstride, D, batch, n, key,
+                  map, q, qinv, r, rs, streams, abuf, xbuf);
+}
 
 }  // namespace HEMX_ISA
 }  // namespace hemx

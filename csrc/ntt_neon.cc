@@ -29,6 +29,16 @@ struct V {
   }
   static inline reg gt_mask(reg a, reg b) { return vcgtq_u32(a, b); }
   static inline reg band(reg a, reg b) { return vandq_u32(a, b); }
+  static inline reg bxor(reg a, reg b) { return veorq_u32(a, b); }
+  template <int k>
+  static inline reg rotl(reg a) {
+    if constexpr (k == 16) {
+      return vreinterpretq_u32_u16(vrev32q_u16(vreinterpretq_u16_u32(a)));
+    } else {
+      return vsliq_n_u32(vshrq_n_u32(a, 32 - k), a, k);  // (a << k) inserted over a >> (32 - k)
+    }
+  }
+  static constexpr bool kCompress = false;
   static constexpr bool kWide = false;
   static constexpr bool kGenericTail = true;  // the stages with h < W: ntt_impl.h's gtail, one lane at a time
 };

@@ -109,25 +109,72 @@ static void bconv_block_t(const BConvTables& T, const uint32_t* x, uint32_t* out
 
 // ------------------------------------------------------------------ key-switching inner product
 // out[k] = sum_d a[d] * b[d][k] mod q over n residues, for digits d < D and outputs k < K; a, b in [0, q),
-// q odd and below 2^31. Each product is a signed Montgomery product (a b 2^-32 mod q, in (0, 2q) before one
-// conditional subtraction), the sum is kept in [0, q), and one Shoup product by [2^32]_q undoes the 2^-32.
-// a: D rows at stride a_stride; b: row (d, k) at b + d * b_dstride + k * b_kstride; out: row k at out + k * o_kstride.
+// q odd and below 2^31. a: D rows at stride a_stride; b: row (d, k) at b + d * b_dstride + k * b_kstride; out: row k
+// at out + k * o_kstride.
+//
+// Instruction sets with 64-bit lanes (V::kWide): each product is exact in a 64-bit lane (two 32 x 32 -> 64
+// multiplies per vector, even and odd lanes), the sum is carried in 64 bits and folded to [0, q) once every
+// wide_terms(q) products (wide_reduce: two Shoup products), so a digit costs two multiplies, not six.
+// Otherwise: each product is a signed Montgomery product (a b 2^-32 mod q, in (0, 2q) before one conditional
+// subtraction), the sum is kept in [0, q), and one Shoup product by [2^32]_q undoes the 2^-32.
+
+// Products below (q - 1)^2 that a 64-bit sum holds on top of a carried residue below 2^32.
+static inline size_t wide_terms(uint32_t q) {
+  const uint64_t p = uint64_t(q - 1) * (q - 1);
+  return p == 0 ? ~size_t{0} : (size_t)((~uint64_t{0} - 0xFFFFFFFFull) / p);
+}
+
+// One output vector: acc (e, o) += x * y over the digits, folded to [0, q) as it goes and at the end.
+struct WideAcc {
+  R e, o;
+  size_t left;
+};
+
+template <class VV>
+static inline void wide_mac(WideAcc& s, R x, R y, size_t terms, R q, R r, R rs, R one_s) {
+  if (s.left == 0) {
+    const R f = wide_reduce<VV>(s.e, s.o, q, r, rs, one_s);
+    s.e = VV::even_part(f), s.o = VV::odd(f), s.left = terms;
+  }
+  s.e = VV::add64(s.e, VV::mul_even(x, y));
+  s.o = VV::add64(s.o, VV::mul_even(VV::odd(x), VV::odd(y)));
+  --s.left;
+}
+
+template <class VV = V>
 static void inner_product_t(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride, const uint32_t* b,
                             size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t qv,
                             uint32_t qinv, uint32_t r, uint32_t rs) {
-  constexpr size_t W = V::W;
-  const R q = V::set1(qv), qi = V::set1(qinv), rr = V::set1(r), rrs = V::set1(rs);
-  for (size_t k = 0; k < K; ++k) {
-    uint32_t* o = out + k * o_kstride;
-    for (size_t j = 0; j < n; j += W) {
-      R acc = V::set1(0);
-      for (size_t d = 0; d < D; ++d) {
-        const R x = V::load(a + d * a_stride + j), y = V::load(b + d * b_dstride + k * b_kstride + j);
-        const R hi = V::mulhi(x, y), m = V::mullo(V::mullo(x, y), qi);
-        const R t = csub(V::add(V::sub(hi, V::mulhi(m, q)), q), q);
-        acc = csub(V::add(acc, t), q);
+  constexpr size_t W = VV::W;
+  const R q = VV::set1(qv), rr = VV::set1(r), rrs = VV::set1(rs);
+  if constexpr (VV::kWide) {
+    const R one_s = VV::set1((uint32_t)((uint64_t{1} << 32) / qv));
+    const size_t terms = wide_terms(qv);
+    const R zero = VV::set1(0);
+    for (size_t k = 0; k < K; ++k) {
+      uint32_t* o = out + k * o_kstride;
+      for (size_t j = 0; j < n; j += W) {
+        WideAcc s{zero, zero, terms};
+        for (size_t d = 0; d < D; ++d)
+          wide_mac<VV>(s, VV::load(a + d * a_stride + j), VV::load(b + d * b_dstride + k * b_kstride + j), terms, q,
+                       rr, rrs, one_s);
+        VV::store(o + j, wide_reduce<VV>(s.e, s.o, q, rr, rrs, one_s));
       }
-      V::store(o + j, csub(mul_lazy(acc, rr, rrs, q), q));
+    }
+  } else {
+    const R qi = VV::set1(qinv);
+    for (size_t k = 0; k < K; ++k) {
+      uint32_t* o = out + k * o_kstride;
+      for (size_t j = 0; j < n; j += W) {
+        R acc = VV::set1(0);
+        for (size_t d = 0; d < D; ++d) {
+          const R x = VV::load(a + d * a_stride + j), y = VV::load(b + d * b_dstride + k * b_kstride + j);
+          const R hi = VV::mulhi(x, y), m = VV::mullo(VV::mullo(x, y), qi);
+          const R t = csub(VV::add(VV::sub(hi, VV::mulhi(m, q)), q), q);
+          acc = csub(VV::add(acc, t), q);
+        }
+        VV::store(o + j, csub(mul_lazy(acc, rr, rrs, q), q));
+      }
     }
   }
 }

@@ -191,6 +191,107 @@ void check_gather(const Kernels& k, Report& rep) {
     if (out[i] != in[(size_t)map[i]]) return rep.fail(k.name, "automorphism gather");
 }
 
+// ChaCha20's block (RFC 8439, 2.3), plainly: the reference for the seeded rows.
+void chacha20_block_ref(const uint32_t key[8], uint32_t counter, const uint32_t nonce[3], uint32_t out[16]) {
+  uint32_t s[16] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
+  for (int i = 0; i < 8; ++i) s[4 + i] = key[i];
+  s[12] = counter, s[13] = nonce[0], s[14] = nonce[1], s[15] = nonce[2];
+  uint32_t x[16];
+  for (int i = 0; i < 16; ++i) x[i] = s[i];
+  auto rotl = [](uint32_t v, int c) { return (v << c) | (v >> (32 - c)); };
+  auto qr = [&](int a, int b, int c, int d) {
+    x[a] += x[b], x[d] = rotl(x[d] ^ x[a], 16), x[c] += x[d], x[b] = rotl(x[b] ^ x[c], 12);
+    x[a] += x[b], x[d] = rotl(x[d] ^ x[a], 8), x[c] += x[d], x[b] = rotl(x[b] ^ x[c], 7);
+  };
+  for (int r = 0; r < 10; ++r) {
+    qr(0, 4, 8, 12), qr(1, 5, 9, 13), qr(2, 6, 10, 14), qr(3, 7, 11, 15);
+    qr(0, 5, 10, 15), qr(1, 6, 11, 12), qr(2, 7, 8, 13), qr(3, 4, 9, 14);
+  }
+  for (int i = 0; i < 16; ++i) out[i] = x[i] + s[i];
+}
+
+// The row (d, q, n) of a seeded uniform polynomial (prng_impl.h's definition, one word at a time).
+std::vector<uint32_t> uniform_row_ref(const uint32_t key[8], uint32_t d, uint32_t q, uint32_t n) {
+  uint32_t mask = 1;
+  while (mask < q) mask = 2 * mask + 1;
+  std::vector<uint32_t> out;
+  const uint32_t nonce[3] = {d, q, n};
+  for (uint32_t g = 0; out.size() < n; ++g) {
+    uint32_t blocks[16][16];
+    for (uint32_t i = 0; i < 16; ++i) chacha20_block_ref(key, 16 * g + i, nonce, blocks[i]);
+    for (int w = 0; w < 16; ++w)
+      for (int i = 0; i < 16; ++i)
+        if ((blocks[i][w] & mask) < q && out.size() < n) out.push_back(blocks[i][w] & mask);
+  }
+  return out;
+}
+
+void check_chacha_reference(Report& rep) {  // RFC 8439, 2.3.2
+  uint32_t key[8], out[16];
+  for (int i = 0; i < 8; ++i) key[i] = (uint32_t)(4 * i) | (uint32_t)(4 * i + 1) << 8 | (uint32_t)(4 * i + 2) << 16 |
+                                       (uint32_t)(4 * i + 3) << 24;
+  const uint32_t nonce[3] = {0x09000000u, 0x4a000000u, 0};
+  const uint32_t want[16] = {0xe4e7f110, 0x15593bd1, 0x1fdd0f50, 0xc47120a3, 0xc7f4d1c7, 0x0368c033,
+                             0x9aaa2204, 0x4e6cd4c3, 0x466482d2, 0x09aa9f07, 0x05d7c214, 0xa2028bd9,
+                             0xd19c12b5, 0xb94e16de, 0xe883d0cb, 0x4e3c50a2};
+  chacha20_block_ref(key, 1, nonce, out);
+  for (int i = 0; i < 16; ++i)
+    if (out[i] != want[i]) return rep.fail("reference", "ChaCha20 block (RFC 8439 test vector)");
+}
+
+void check_uniform(const Kernels& k, Report& rep, uint32_t q) {
+  uint32_t key[8];
+  for (uint32_t& w : key) w = (uint32_t)rnd();
+  for (uint32_t n : {64u, 1000u}) {
+    std::vector<uint32_t> out(n);
+    k.uniform_row(out.data(), n, key, 3, q);
+    if (out != uniform_row_ref(key, 3, q, n)) return rep.fail(k.name, "seeded row q=" + std::to_string(q));
+  }
+}
+
+void check_key_product(const Kernels& k, Report& rep, uint32_t q) {
+  const size_t D = 3, n = 2048, batch = 2;  // n: two of the kernel's row pieces
+  uint32_t key[8];
+  for (uint32_t& w : key) w = (uint32_t)rnd();
+  std::vector<uint32_t> a = random_residues(batch * D * n, q), b = random_residues(D * n, q), out(batch * 2 * n);
+  std::vector<uint32_t> scratch(D * kKeyScratchPerDigit + kSeedScratchAlign);
+  uint32_t inv = q;
+  for (int it = 0; it < 5; ++it) inv *= 2u - q * inv;
+  const uint32_t r = (uint32_t)((uint64_t{1} << 32) % q);
+  k.key_product(out.data(), 2 * n, n, a.data(), D * n, n, b.data(), n, 0, D, batch, n, key, nullptr, q, inv, r,
+                shoup_of(r, q), scratch.data());
+  std::vector<std::vector<uint32_t>> u;
+  for (size_t d = 0; d < D; ++d) u.push_back(uniform_row_ref(key, (uint32_t)d, q, (uint32_t)n));
+  for (size_t bi = 0; bi < batch; ++bi)
+    for (size_t t = 0; t < n; ++t) {
+      uint64_t acc0 = 0, acc1 = 0;
+      for (size_t d = 0; d < D; ++d) {
+        acc0 = (acc0 + (uint64_t)mulmod(a[(bi * D + d) * n + t], b[d * n + t], q)) % q;
+        acc1 = (acc1 + (uint64_t)mulmod(a[(bi * D + d) * n + t], u[d][t], q)) % q;
+      }
+      if (out[bi * 2 * n + t] != acc0 || out[bi * 2 * n + n + t] != acc1)
+        return rep.fail(k.name, "seeded inner product q=" + std::to_string(q));
+    }
+  // a full key (both halves stored), the digits read through a random permutation
+  std::vector<uint32_t> full = random_residues(D * 2 * n, q);
+  std::vector<int32_t> map(n);
+  for (size_t i = 0; i < n; ++i) map[i] = (int32_t)i;
+  for (size_t i = n - 1; i > 0; --i) std::swap(map[i], map[rnd() % (i + 1)]);
+  k.key_product(out.data(), 2 * n, n, a.data(), D * n, n, full.data(), 2 * n, n, D, batch, n, nullptr, map.data(), q,
+                inv, r, shoup_of(r, q), scratch.data());
+  for (size_t bi = 0; bi < batch; ++bi)
+    for (size_t t = 0; t < n; ++t) {
+      uint64_t acc0 = 0, acc1 = 0;
+      for (size_t d = 0; d < D; ++d) {
+        const uint64_t x = a[(bi * D + d) * n + (size_t)map[t]];
+        acc0 = (acc0 + (uint64_t)mulmod(x, full[(2 * d) * n + t], q)) % q;
+        acc1 = (acc1 + (uint64_t)mulmod(x, full[(2 * d + 1) * n + t], q)) % q;
+      }
+      if (out[bi * 2 * n + t] != acc0 || out[bi * 2 * n + n + t] != acc1)
+        return rep.fail(k.name, "permuted inner product q=" + std::to_string(q));
+    }
+}
+
 }  // namespace
 }  // namespace hemx
 
@@ -210,6 +311,7 @@ __attribute__((visibility("default"))) int hemx_native_selftest(char* report, si
     psis[i] = qs[i] ? root_2n(qs[i], kMaxN) : 0;
     if (!qs[i] || !psis[i]) rep.fail("setup", "no NTT prime below 2^" + std::to_string(29 + i));
   }
+  check_chacha_reference(rep);
   int passed = 0;
   std::string names;
   for (size_t i = 0; !rep.failed; ++i) {
@@ -219,6 +321,8 @@ __attribute__((visibility("default"))) int hemx_native_selftest(char* report, si
       for (uint32_t n : {64u, 256u, kMaxN}) check_ntt(*k, rep, qs[m], n, psis[m], kMaxN);
       check_mul_shoup(*k, rep, qs[m]);
       check_inner_product(*k, rep, qs[m]);
+      check_uniform(*k, rep, qs[m]);
+      check_key_product(*k, rep, qs[m]);
     }
     const std::vector<uint32_t> src = {qs[0], qs[1], qs[2]};
     const std::vector<uint32_t> dst = {prime_below(1ull << 31, 2 * kMaxN, 1), prime_below(1ull << 28, 2 * kMaxN)};

@@ -175,6 +175,11 @@ def _cmd_bench_kernels(args) -> int:
 
         results += bench_native(threads=args.threads or 2, repeats=max(repeats, 5), console=console,
                                 peers=peers or ("desilofhe",))
+    if "keyproduct" in suites:  # compact (seeded) vs full switching keys in the key product (hemx/bench/native.py)
+        from hemx.bench.native import bench_key_product
+
+        results += bench_key_product(threads=args.threads or 2, repeats=max(repeats, 5), console=console,
+                                     **({"shape": (2, 8, 1 << 12)} if args.quick else {}))
     if "modred" in suites:
         results += kb.bench_modred((1,) if args.quick else (1, 2, 4, 8), set_name="B" if args.quick else "D",
                                    repeats=repeats, console=console)
@@ -251,7 +256,8 @@ def _cmd_bench_bootstrap(args) -> int:
             raise HemxError(f"--slots takes 'full' and powers of two, got {item!r}")
     results = bb.bench_bootstrap(preset=args.preset, sides=sides, repeats=args.repeats,
                                  iterations=args.iterations, threads=args.threads, slots=tuple(slots) or (None,),
-                                 console=console, profile=args.profile, lattigo_params=args.lattigo_params)
+                                 console=console, profile=args.profile, lattigo_params=args.lattigo_params,
+                                 key_storage=tuple(k.strip() for k in args.key_storage.split(",") if k.strip()))
     bb.print_report(results, console)
     if args.profile:
         from hemx.bench.bootstrap_profile import print_profile
@@ -405,7 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run benchmark suites")
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     k = bsub.add_parser("kernels", help="NTT, BAT, basis conversion and modular-reduction benchmarks")
-    k.add_argument("--suite", default="ntt,bat,bconv,modred", help="comma list of: ntt, bat, bconv, modred, layout, native")
+    k.add_argument("--suite", default="ntt,bat,bconv,modred",
+                   help="comma list of: ntt, bat, bconv, modred, layout, native, "
+                   "keyproduct (compact vs full switching keys)")
     k.add_argument("--sets", default="A,B,C,D", help="CROSS parameter sets for the NTT suite")
     k.add_argument("--methods", default="", help="NTT methods (default: all)")
     k.add_argument("--batches", default="1,2,4,8,16,32,64", help="batch sizes for the NTT suite")
@@ -471,6 +479,10 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--plot", default="", help="write a latency / precision plot (PNG) to this path")
     bt.add_argument("--profile", action="store_true", help="hemx only: time per stage (each one XLA program), key "
                     "switches / rotations / rescales per stage, kernel kinds from a jax.profiler trace")
+    bt.add_argument("--key-storage", default="auto",
+                    help="hemx: switching keys in memory as their b halves and a stream key (compact: half the bytes, "
+                    "the uniform halves generated in each key switch) or whole (full); auto: compact with the native "
+                    "kernels; a comma list (compact,full) runs one process each")
     bt.set_defaults(func=_cmd_bench_bootstrap)
 
     sc = bsub.add_parser("scaling", help="collective bytes (and time) per op on 1-8 simulated devices, model beside")

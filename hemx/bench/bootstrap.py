@@ -29,6 +29,7 @@ import warnings
 import numpy as np
 
 from hemx.bench.report import BenchResult, render_table
+from hemx.errors import ParameterError
 
 SIDES = ("hemx", "desilofhe", "lattigo")
 LATTIGO_ENV = "HEMX_LATTIGO_BENCH"  # path of Lattigo's bootstrapping benchmark program
@@ -41,7 +42,18 @@ def _bits(want, got) -> tuple[float, float]:
     return float(bits.min()), float(bits.mean())
 
 
-def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: int | None = None) -> dict:
+def peak_rss_gib() -> float:
+    """This process's peak resident set (``getrusage``'s ``ru_maxrss``), GiB: a worker's whole run, keys included."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+KEY_STORAGE = ("auto", "compact", "full")
+
+
+def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: int | None = None,
+                 key_storage: str = "auto") -> dict:
     import jax
 
     from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
@@ -49,7 +61,7 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         params = CKKSParameters.preset(preset, allow_insecure=True)
-    ctx = Context(params, slots=slots)
+    ctx = Context(params, slots=slots, key_storage=key_storage)
     start = time.perf_counter()
     bt = ctx.bootstrapper()
     prepare_s = time.perf_counter() - start
@@ -58,7 +70,7 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
     switching = [keys.relin, *keys.galois.values(), *keys.switching.values()]
     jax.block_until_ready([k.data for k in switching])
     keygen_s = time.perf_counter() - start
-    key_bytes = sum(int(k.data.size) * k.data.dtype.itemsize for k in switching)
+    key_bytes = sum(k.nbytes for k in switching)
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, ctx.slots)
     ct = ctx.drop_level(ctx.encrypt(x, keys), 0)
@@ -78,7 +90,8 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
             "first_s": first_s, "median_s": statistics.median(times), "min_s": min(times),
             "min_bits": min_bits, "mean_bits": mean_bits, "level_after": out.level,
             "max_level": params.max_level, "bootstrap": repr(bt), "message_ratio": bt.message_ratio,
-            "evalmod_scale_bits": float(np.log2(bt.evalmod_scale))}
+            "evalmod_scale_bits": float(np.log2(bt.evalmod_scale)), "key_storage": ctx.key_storage,
+            "transform_bytes": sum(lt.nbytes for lt in bt.cts + bt.stc), "peak_rss_gib": peak_rss_gib()}
 
 
 def desilo_key_kind() -> str:
@@ -127,7 +140,7 @@ def _desilo_worker(repeats: int, threads: int, seed: int, keys: str = "full") ->
     return {"side": "desilofhe", "slots": engine.slot_count, "max_level": engine.max_level, "threads": threads,
             "keys": keys, "keygen_s": keygen_s, "first_s": first_s, "median_s": statistics.median(times),
             "min_s": min(times), "min_bits": min_bits, "mean_bits": mean_bits, "level_after": out.level,
-            "key_bytes": key_bytes}
+            "key_bytes": key_bytes, "peak_rss_gib": peak_rss_gib()}
 
 
 _LATTIGO_LINES = {
@@ -188,16 +201,19 @@ def _lattigo_worker(repeats: int, threads: int, params: str, timeout_s: float = 
 
 def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: int, seed: int = 1,
              slots: int | None = None, timeout_s: float = 3600.0, profile: bool = False,
-             lattigo_params: str = LATTIGO_PARAMS[0]) -> dict:
+             lattigo_params: str = LATTIGO_PARAMS[0], key_storage: str = "auto") -> dict:
     """One side in a fresh process limited to ``threads`` CPUs; its JSON result (or ``{"error": ...}``).
 
     ``slots``: hemx's slot count (None: full ``N/2``). ``profile`` (hemx only): the stage / kernel-kind profile of
-    :mod:`hemx.bench.bootstrap_profile` instead of the plain timing."""
+    :mod:`hemx.bench.bootstrap_profile` instead of the plain timing. ``key_storage`` (hemx only): how the worker's
+    context holds switching keys (``Context(key_storage=...)``: "auto", "compact" or "full")."""
     cmd = [sys.executable, "-m", "hemx.bench.bootstrap", "--worker", side, "--preset", preset,
            "--repeats", str(repeats), "--iterations", str(iterations), "--threads", str(threads),
            "--seed", str(seed)]
     if slots is not None:
         cmd += ["--slots", str(int(slots))]
+    if side == "hemx" and not profile:
+        cmd += ["--key-storage", key_storage]
     env = dict(os.environ)
     if profile:
         from hemx.bench.bootstrap_profile import PROFILE_XLA_FLAGS
@@ -225,22 +241,31 @@ def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: 
 
 def bench_bootstrap(*, preset: str = "boot_16", sides=("hemx", "desilofhe"), repeats: int = 3, iterations: int = 1,
                     threads: int = 2, slots=(None,), console=None, profile: bool = False,
-                    lattigo_params: str = LATTIGO_PARAMS[0]) -> list[BenchResult]:
-    """Each side (hemx once per entry of ``slots``, None meaning full slots) in its own process, in turn.
+                    lattigo_params: str = LATTIGO_PARAMS[0], key_storage="auto") -> list[BenchResult]:
+    """Each side (hemx once per entry of ``slots``, None meaning full slots, and per key storage) in its own
+    process, in turn.
+
+    ``key_storage``: one of "auto", "compact", "full" or a sequence of them (hemx only: one process each, e.g.
+    ``("compact", "full")`` for the A/B of compact switching keys in one run).
 
     ``profile``: hemx only, one iteration, the per-stage / per-kernel-kind profile
     (:mod:`hemx.bench.bootstrap_profile`; :func:`hemx.bench.bootstrap_profile.print_profile` prints it)."""
     if profile:
         sides, iterations = ("hemx",), 1
+    storages = (key_storage,) if isinstance(key_storage, str) else tuple(key_storage)
+    bad = [k for k in storages if k not in KEY_STORAGE]
+    if bad or not storages:
+        raise ParameterError(f"key_storage must be one or more of {KEY_STORAGE}, got {key_storage!r}")
     results = []
-    runs = [(side, s) for side in sides for s in (slots if side == "hemx" else (None,))]
-    for i, (side, s) in enumerate(runs, 1):
+    runs = [(side, s, k) for side in sides for s in (slots if side == "hemx" else (None,))
+            for k in (storages if side == "hemx" else ("auto",))]
+    for i, (side, s, k) in enumerate(runs, 1):
         if console is not None:
-            what = "full slots" if s is None else f"{s} slots"
+            what = ("full slots" if s is None else f"{s} slots") + (f", {k} keys" if side == "hemx" else "")
             console.print(f"[dim]({i}/{len(runs)}) {side}, {what}: key generation and bootstraps in a separate "
                           "process...[/]")
         row = run_side(side, preset=preset, repeats=repeats, iterations=iterations, threads=threads, slots=s,
-                       profile=profile, lattigo_params=lattigo_params)
+                       profile=profile, lattigo_params=lattigo_params, key_storage=k)
         peer_preset = lattigo_params if side == "lattigo" else "default"
         results.append(BenchResult("bootstrap", side, {"preset": preset if side == "hemx" else peer_preset,
                                                         "threads": threads, "slots": row.get("slots", s)},
@@ -283,13 +308,13 @@ def print_report(results: list[BenchResult], console) -> None:
         if "error" in e:
             last = (e["error"] or "").strip().splitlines()
             rows.append((r.name, "error: " + (last[-1][:80] if last else "worker died without output (out of "
-                                              "memory? see dmesg)"), "", "", "", "", "", "", ""))
+                                              "memory? see dmesg)"), "", "", "", "", "", "", "", "", ""))
             continue
-        rows.append((r.name, e.get("slots"), e.get("keygen_s"), e.get("key_bytes", 0) / 2**30, e.get("first_s"),
-                     e.get("median_s"), e.get("min_bits"), e.get("mean_bits"),
-                     f"{e.get('level_after')} / {e.get('max_level')}"))
-    render_table("bootstrapping", ["library", "slots", "keygen s", "key GiB", "first s", "median s", "min bits",
-                                   "mean bits", "level after / max"], rows, console)
+        rows.append((r.name, e.get("slots"), e.get("key_storage", ""), e.get("keygen_s"),
+                     e.get("key_bytes", 0) / 2**30, e.get("peak_rss_gib"), e.get("first_s"), e.get("median_s"),
+                     e.get("min_bits"), e.get("mean_bits"), f"{e.get('level_after')} / {e.get('max_level')}"))
+    render_table("bootstrapping", ["library", "slots", "keys", "keygen s", "key GiB", "peak RSS GiB", "first s",
+                                   "median s", "min bits", "mean bits", "level after / max"], rows, console)
 
 
 def _main(argv=None) -> int:
@@ -306,13 +331,14 @@ def _main(argv=None) -> int:
     ap.add_argument("--desilo-keys", choices=("full", "small"), default="full")
     ap.add_argument("--lattigo-params", choices=LATTIGO_PARAMS, default=LATTIGO_PARAMS[0])
     ap.add_argument("--profile", action="store_true", help="hemx: per-stage / per-kernel-kind profile")
+    ap.add_argument("--key-storage", choices=KEY_STORAGE, default="auto")
     a = ap.parse_args(argv)
     if a.profile:
         from hemx.bench.bootstrap_profile import profile_worker
 
         row = profile_worker(a.preset, a.repeats, a.seed, a.slots)
     elif a.worker == "hemx":
-        row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots)
+        row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots, a.key_storage)
     elif a.worker == "lattigo":
         row = _lattigo_worker(a.repeats, a.threads, a.lattigo_params)
     else:

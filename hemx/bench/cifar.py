@@ -27,8 +27,12 @@ error ``2^-10.4`` is relative to inputs up to ``B = 473``, and the smallest plai
 and the product) with the same 25 bootstrap placements; (7, 7, 15, 15) at ``2^-9`` also gets 20 of 20 (5.3e-4)
 at the default's depth.
 
-Every figure goes into the returned dict and the JSON of ``--json``. The encrypted run is not part of this bench
-(it needs the whole machine's memory); the plan says what it will cost.
+4. **encrypted** (``--encrypted K``, default 0): compiled against a Context instead, keys made once (each rotation
+   key at its plan level), then the first K images each encrypted, evaluated and decrypted
+   (:func:`hemx.bench.nn_images.encrypted_images`, as ``hemx bench resnet``): seconds per image and per step
+   kind, predictions against the plaintext network, the logit error relative to the logit range.
+
+Every figure goes into the returned dict and the JSON of ``--json``.
 """
 
 from __future__ import annotations
@@ -108,15 +112,17 @@ def _input_peaks(graph, kept: dict) -> dict:
 
 def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int = IMAGES,
           margin: float = DEFAULT_MARGIN, relu_degrees=DEFAULT_RELU_DEGREES, relu_eps: float = DEFAULT_RELU_EPS,
-          batch: int = IMAGES, allow_insecure: bool = False, console=None) -> dict:
-    """Run the stages (module docstring); a dict of every figure. ``simulate=0`` stops after the plan.
+          batch: int = IMAGES, encrypted: int = 0, allow_insecure: bool = False, console=None) -> dict:
+    """Run the stages (module docstring); a dict of every figure. ``simulate=0`` stops after the plan;
+    ``encrypted=K``: the first K images also encrypted (the network compiled against a Context then).
 
     Raises :class:`~hemx.errors.ParameterError` for bad arguments (counts out of range, a margin below 1, a sign
     composite that does not exist, an unknown or insecure preset without ``allow_insecure``) and
     :class:`~hemx.nn.data.DataUnavailableError` (a ParameterError) when the model or images are not fetched.
     """
+    from hemx.bench.nn_images import encrypted_images
     from hemx.circuits import SlotSimulator
-    from hemx.ckks import CKKSParameters
+    from hemx.ckks import CKKSParameters, Context
     from hemx.errors import ParameterError
     from hemx.nn import compile as nn_compile, reference, relu_error_bound, sign_composite
     from hemx.nn.data import CIFAR10_CLASSES
@@ -124,6 +130,7 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     simulate = _count("simulate", simulate, 0, IMAGES)
     calibration = _count("calibration", calibration, 1, IMAGES)
     batch = _count("batch", batch, 1, IMAGES)
+    encrypted = _count("encrypted", encrypted, 0, IMAGES)
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not (math.isfinite(margin)
                                                                                and margin >= 1.0):
         raise ParameterError(f"margin must be a finite number >= 1, got {margin!r}")
@@ -163,9 +170,11 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     say(f"  logit range {logit_range:.3g}; smallest top-1 minus top-2 logit {gaps.min():.3g} "
         f"({out['plain']['min_decision_margin_over_range']:.2e} of the range, image {int(gaps.argmin())})")
 
-    # 2. compile (parameters only: no Context, no bootstrap tables)
+    # 2. compile (parameters only: no Context, no bootstrap tables, unless it encrypts)
     start = time.perf_counter()
-    net = nn_compile(graph, params, calibration=x[:calibration], margin=float(margin), relu=comp)
+    ctx = Context(params) if encrypted else None
+    net = nn_compile(graph, ctx if encrypted else params, calibration=x[:calibration], margin=float(margin),
+                     relu=comp)
     out["compile_s"] = time.perf_counter() - start
     plan = net.plan
     relus = _relu_bounds(plan)
@@ -243,6 +252,13 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
             f"{sim_out['min_gap_over_twice_err']:.3g} (> 1: the error cannot change a prediction)")
         say(f"  largest ReLU input relative to its bound B: {ratios[worst]:.3f} ({worst}; <= 1: inside the "
             "approximation's interval)")
+    # 4. encrypted
+    if encrypted:
+        out["encrypted"] = encrypted_images(net, ctx, graph, x[:encrypted], y[:encrypted], say=say)
+        enc = out["encrypted"]
+        say(f"encrypted ({encrypted} images): median {enc['median_s']:.1f} s per image, {enc['equal_count']} of "
+            f"{encrypted} predictions equal to plaintext, largest logit error {enc['max_err_over_range']:.2e} of "
+            "the logit range")
     out["peak_rss_gib"] = _peak_rss_gib()
     return out
 
@@ -285,6 +301,8 @@ def add_arguments(p) -> None:
     p.add_argument("--relu-eps", type=float, default=DEFAULT_RELU_EPS, help="the sign composite's gap")
     p.add_argument("--batch", type=int, default=IMAGES,
                    help="simulator batch size (each batch rebuilds the layers' diagonals)")
+    p.add_argument("--encrypted", type=int, default=0, help=f"also encrypt the first K images, 0..{IMAGES} (keys, "
+                   "bootstraps: minutes per image and most of the machine's memory)")
     p.add_argument("--layers", action="store_true", help="also print the plan per layer (levels, products, "
                    "bootstraps)")
     p.add_argument("--allow-insecure", action="store_true", help="allow a preset below 128-bit")
@@ -297,7 +315,7 @@ def run_cli(args) -> int:
     console = Console()
     result = bench(preset=args.preset, simulate=args.simulate, calibration=args.calibration, margin=args.margin,
                    relu_degrees=_degrees(args.relu_degrees), relu_eps=args.relu_eps, batch=args.batch,
-                   allow_insecure=args.allow_insecure, console=console)
+                   encrypted=args.encrypted, allow_insecure=args.allow_insecure, console=console)
     if args.layers:
         for row in result["plan"]["layers"]:
             console.print(f"  {row['node']:<24} levels {row['level_in']}->{row['level_out']}, "

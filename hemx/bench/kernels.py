@@ -563,8 +563,15 @@ def _bench_native(**kw) -> list[BenchResult]:
     return bench_native(**kw)
 
 
+def _bench_key_product(**kw) -> list[BenchResult]:
+    from hemx.bench.native import bench_key_product  # noqa: PLC0415 - optional library
+
+    return bench_key_product(**kw)
+
+
 SUITES: dict[str, Callable[..., list[BenchResult]]] = {
     "native": _bench_native,
+    "keyproduct": _bench_key_product,
     "ntt": bench_ntt,
     "bat": bench_bat,
     "bconv": bench_bconv,

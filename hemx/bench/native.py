@@ -130,4 +130,71 @@ def print_native(results: Sequence[BenchResult], console: Console | None = None)
     console.print(tab)
 
 
-__all__ = ["bench_native", "probes", "print_native"]
+KEY_PRODUCT_SHAPE = (6, 62, 1 << 16)  # boot_16's top level: 6 digits over num_p + L = 62 rows of N = 2^16
+
+
+def bench_key_product(*, shape: tuple[int, int, int] = KEY_PRODUCT_SHAPE, batches: Sequence[int] = (1, 8),
+                      threads: int = 2, repeats: int = 7, console: Console | None = None, seed: int = 0
+                      ) -> list[BenchResult]:
+    """The key-switching inner product (``hemx_key_product``) with a compact key, whose uniform halves are generated
+    in the kernel from a 32-byte stream key, against a full key read from memory (both halves stored); per batch of
+    ciphertexts, both interleaved, plus the rows' generation alone (``hemx_uniform``).
+
+    ``shape``: ``(digits, rows, N)``. Reports the median per call, the compact/full ratio per batch, and the key
+    bytes each reads (a full key ``2 D m N`` words, a compact one half of that)."""
+    console = console or Console()
+    if not native.available() or not native.has_seeded_keys():
+        raise BackendError(f"the key-product suite needs the native seeded-key kernels: {native.reason()}")
+    d, m, n = shape
+    rng = np.random.default_rng(seed)
+    qs = ntt_primes(28, m, n)
+    q = jnp.asarray(np.asarray(qs, np.uint32))
+    stream = jnp.asarray(rng.integers(0, 1 << 32, size=8, dtype=np.uint64).astype(np.uint32))
+    half = jax.device_put(np.stack([np.asarray(_residues(rng, (n,), qs)) for _ in range(d)])[:, None])
+    full = jnp.concatenate([half, native.uniform(stream, q, digits=d, n=n)[:, None]], axis=1)
+    compact_fn = jax.jit(lambda a, b: native.key_product(a, b, q, stream=stream))
+    full_fn = jax.jit(lambda a, b: native.key_product(a, b, q))
+    rows_fn = jax.jit(lambda: native.uniform(stream, q, digits=d, n=n))
+    probe = jax.device_put(np.stack([np.asarray(_residues(rng, (n,), qs)) for _ in range(d)]))
+    if not bool(jnp.array_equal(compact_fn(probe, half), full_fn(probe, full))):  # the two must be one product
+        raise BackendError("the compact and the full key's products differ: the native library is broken")
+    results = []
+    native.set_max_threads(threads)
+    try:
+        for batch in batches:
+            a = jax.device_put(np.stack([np.asarray(_residues(rng, (batch, n), qs)) for _ in range(d)], axis=-3))
+            calls = {"compact key": lambda a=a: compact_fn(a, half), "full key": lambda a=a: full_fn(a, full)}
+            if batch == batches[0]:
+                calls["seeded rows alone"] = rows_fn
+            times = time_interleaved(calls, repeats=repeats)
+            base = times["full key"].median_s
+            for name, t in times.items():
+                key_words = (2 if name == "full key" else 1) * d * m * n
+                extra = {"ratio_to_full_key": t.median_s / base, "interleaved": True, "isa": native.isa(),
+                         "key_bytes_read": 4 * key_words if name != "seeded rows alone" else 0}
+                results.append(BenchResult("keyproduct", name, {"digits": d, "rows": m, "n": n, "batch": batch,
+                                                                "threads": threads},
+                                           t.median_s, t.min_s, batch / t.median_s, "ct/s", extra))
+    finally:
+        native.set_max_threads(0)
+    print_key_product(results, console)
+    return results
+
+
+def print_key_product(results: Sequence[BenchResult], console: Console | None = None) -> None:
+    console = console or Console()
+    rows = [r for r in results if r.suite == "keyproduct"]
+    if not rows:
+        return
+    p = rows[0].params
+    tab = Table(title=f"key product, {p['digits']} digits x {p['rows']} rows x N={p['n']}, {p['threads']} threads "
+                      f"({rows[0].extra['isa']})")
+    for col in ("kernel", "batch", "median ms", "x full key", "key MiB read"):
+        tab.add_column(col)
+    for r in rows:
+        tab.add_row(r.name, str(r.params["batch"]), f"{r.median_s * 1e3:.2f}", f"{r.extra['ratio_to_full_key']:.2f}",
+                    f"{r.extra['key_bytes_read'] / 2**20:.2f}")
+    console.print(tab)
+
+
+__all__ = ["bench_native", "probes", "print_native", "bench_key_product", "print_key_product", "KEY_PRODUCT_SHAPE"]

@@ -1,4 +1,5 @@
-"""``hemx bench ops``: latency and batched throughput of HE-Add, HE-Mult, Rescale and Rotate (CROSS Tab. VIII).
+"""``hemx bench ops``: latency and batched throughput of HE-Add, HE-Mult, Rescale and Rotate (CROSS Tab. VIII),
+and the latency of 16 rotations of one ciphertext (steps 1..16) as one hoisted batch (``rotate16``).
 
 For each parameter set: hemx at batch 1 (latency) and at batch B (throughput, one kernel call for the whole
 batch). With peers, every installed peer is built at the same N and the nearest log Q it supports, and each
@@ -10,6 +11,10 @@ worker thread by default (asynchronous dispatch), and waking that thread after t
 microseconds, more than a whole HE-Add at N = 2^12; ``bench_ops(dispatch="sync")`` (the default) therefore
 creates the CPU client with ``jax_cpu_enable_async_dispatch=False`` (computations run inline in the calling
 thread) when the process has not created it yet. The mode in effect is recorded per row (``dispatch``).
+``rotate16`` is hemx's ``Context.rotate_many(ct, 1..16, keys, stacked=True)`` (one ModUp of the ciphertext shared
+by the 16 key switches, the results as one array), beside each peer's fastest equivalent (:mod:`hemx.bench.peers`);
+it is timed at batch 1 only. The rotations' precision (worst slot, bits, against ``numpy.roll``) is recorded per
+``rotate`` and ``rotate16`` row (``precision_min_bits``), for hemx and for each peer.
 ``jax_kernels=True`` also times hemx with
 its pure-JAX kernels (``HEMX_NATIVE=0``) in a fresh process, rows named ``hemx-jax``.
 """
@@ -26,7 +31,7 @@ import numpy as np
 from rich.console import Console
 
 from hemx.bench.kernels import _progress
-from hemx.bench.peers import OPS, available_adapters
+from hemx.bench.peers import OPS, ROTATE_MANY_STEPS, available_adapters
 from hemx.bench.report import BenchResult, render_table
 from hemx.bench.timing import time_interleaved
 from hemx.ckks import CKKSParameters, Context, precision_stats
@@ -40,7 +45,9 @@ OP_LABELS = {
     "rescale": "Rescale",
     "mul_rescale": "HE-Mult+Rescale",
     "rotate": "Rotate",
+    "rotate16": "Rotate x16 (hoisted)",
 }
+BATCH1_ONLY = frozenset({"rotate16"})  # operations timed at batch 1 only (latency of one ciphertext's rotations)
 #: CROSS Tab. IV sets A-D, and two sets for the side-by-side comparison with peers: N = 2^16 with 30 limbs
 #: (two 31-bit base primes + 14 levels of two 28-bit primes, dnum 3, log QP ~ 1156: 128-bit secure) and
 #: N = 2^15, the largest ring TenSEAL (SEAL at 128 bits) accepts (hemx's secure_15: 24 limbs, log QP ~ 802).
@@ -81,7 +88,16 @@ def _hemx_ops(ctx: Context, keys, a, b, prod) -> dict:
         "rescale": lambda: ctx.rescale(prod).data,
         "mul_rescale": lambda: ctx.mul(a, b, keys, rescale=True).data,
         "rotate": lambda: ctx.rotate(a, 1, keys).data,
+        "rotate16": lambda: ctx.rotate_many(a, ROTATE_MANY_STEPS, keys, stacked=True).data,
     }
+
+
+def _rotation_precision(ctx: Context, keys, a, x) -> dict[str, float]:
+    """Worst-slot bits of hemx's ``rotate`` and ``rotate16`` results against ``numpy.roll`` (batch-1 ``a`` of ``x``)."""
+    one = ctx.decrypt(ctx.rotate(a, 1, keys), keys)
+    many = ctx.decrypt(ctx.rotate_many(a, ROTATE_MANY_STEPS, keys, stacked=True), keys)
+    want = np.stack([np.roll(x, -k) for k in ROTATE_MANY_STEPS])
+    return {"rotate": precision_stats(np.roll(x, -1), one).min_bits, "rotate16": precision_stats(want, many).min_bits}
 
 
 DISPATCH_MODES = ("sync", "async")
@@ -163,7 +179,7 @@ def bench_ops(
                     "limbs": params.num_limbs, "dnum": params.dnum, "levels": params.max_level}
             prog.update(task, description=f"set {s}: keys")
             ctx = Context(params, ntt=ntt)
-            keys = ctx.keygen(rotations=[1])
+            keys = ctx.keygen(rotations=list(ROTATE_MANY_STEPS))
             rng = np.random.default_rng(0)
             hemx_row = dict(base, ntt=ctx.plan.describe(), planner=ctx.planned.source, keyswitch=ctx.keyswitch,
                             threads=f"XLA on {_process_cpus()} CPU(s)", dispatch=dispatch,
@@ -180,13 +196,18 @@ def bench_ops(
                 a, b = ctx.encrypt(x, keys), ctx.encrypt(y, keys)
                 prod = ctx.mul(a, b, keys, rescale=False)
                 prec = precision_stats(x * y, ctx.decrypt(ctx.rescale(prod), keys))
+                rot_prec = _rotation_precision(ctx, keys, a, x) if bsz == 1 else {}
                 for op, fn in _hemx_ops(ctx, keys, a, b, prod).items():
+                    if op in BATCH1_ONLY and bsz != 1:
+                        continue
                     peer_fns = {ad.name: setup.ops.get(op) for ad, setup in setups if setup is not None}
                     peer_fns = {k: f for k, f in peer_fns.items() if f is not None} if bsz == 1 else {}
                     if op == "add":  # one element-wise pass over the same ciphertext: the floor of an HE-Add
                         peer_fns = {"pass": lambda: _one_pass(a.data), **peer_fns}
                     times = time_interleaved({"hemx": fn, **peer_fns}, repeats=repeats)
                     extra = {"precision_min_bits": prec.min_bits} if op == "mul_rescale" else {}
+                    if op in rot_prec:
+                        extra["precision_min_bits"] = rot_prec[op]
                     t = times["hemx"]
                     if "pass" in times:
                         extra.update(elementwise_pass_s=times["pass"].median_s,
@@ -203,6 +224,8 @@ def bench_ops(
                                                        extra={"skipped": f"{ad.name} has no configuration at "
                                                                          f"N={params.n}"}))
                             continue
+                        if op not in setup.ops:  # the adapter leaves this operation out: no row
+                            continue
                         row.update(peer_n=setup.n, peer_levels=setup.levels, peer_log_q=setup.log_q,
                                    peer_note=setup.note)
                         if ad.name not in times:
@@ -210,6 +233,8 @@ def bench_ops(
                             continue
                         pt = times[ad.name]
                         pextra = {"precision_min_bits": setup.precision_bits} if op == "mul_rescale" else {}
+                        if op in setup.precision:
+                            pextra["precision_min_bits"] = setup.precision[op]
                         results.append(BenchResult("ops", ad.name, row, pt.median_s, pt.min_s, 1 / pt.median_s,
                                                    "ct-op/s", dict(pextra, interleaved=True,
                                                                    ratio_to_hemx=pt.median_s / t.median_s)))
@@ -413,6 +438,14 @@ def print_ops_report(results: Sequence[BenchResult], console: Console | None = N
                 notes.setdefault(key, r.extra["skipped"])
     for (lib, s), note in sorted(notes.items()):
         console.print(f"  {lib}, set {s}: {note}")
+    for s in sets:
+        for op in ("rotate", "rotate16"):
+            bits = {r.name: r.extra["precision_min_bits"] for r in results
+                    if r.suite == "ops" and r.params.get("set") == s and r.params.get("op") == op
+                    and r.params.get("batch") == 1 and "precision_min_bits" in r.extra}
+            if bits:
+                console.print(f"  {OP_LABELS[op]} precision, set {s} (worst slot vs numpy.roll): "
+                              + ", ".join(f"{lib} {b:.1f} bits" for lib, b in sorted(bits.items())))
     for r in results:
         if r.suite == "ops" and r.name == "hemx" and "add_over_pass" in r.extra:
             console.print(f"  hemx HE-Add, set {r.params['set']} batch {r.params['batch']}: "

@@ -6,7 +6,13 @@ where the peer allows it, the nearest log Q within the peer's own limits) and sa
 
 Operations (``None`` where the peer has no separate primitive):
 ``add``: ct + ct; ``mul``: ct x ct with relinearization, no rescale; ``rescale``; ``mul_rescale``: ct x ct,
-relinearization and rescale; ``rotate``: rotation by one slot.
+relinearization and rescale; ``rotate``: rotation by one slot; ``rotate16``: the 16 rotations of one ciphertext
+by :data:`ROTATE_MANY_STEPS` (1..16 slots), each peer's fastest way (desilofhe ``Engine.rotate_many`` with one
+fixed rotation key per step; SEAL has no hoisted rotation: 16 ``rotate_vector`` calls, one Galois key per step).
+An adapter without some operation leaves it out of ``PeerSetup.ops`` (no result row) or maps it to ``None``
+(a row saying it has no such primitive). Every rotation is to the left, like ``numpy.roll(values, -steps)``
+(hemx's, desilofhe 2.0's and SEAL's convention alike); ``PeerSetup.precision`` holds the worst-slot bits of
+precision of the peer's own results, checked against numpy.
 
 Kernels (:meth:`ntt_setup`): the closest exposed primitive to hemx's NTT is the forward NTT of a whole
 ciphertext in coefficient form (desilofhe ``Engine.ntt``, SEAL ``Evaluator.transform_to_ntt``): two
@@ -21,7 +27,8 @@ from typing import Callable
 
 import numpy as np
 
-OPS = ("add", "mul", "rescale", "mul_rescale", "rotate")
+OPS = ("add", "mul", "rescale", "mul_rescale", "rotate", "rotate16")
+ROTATE_MANY_STEPS = tuple(range(1, 17))  # the steps of ``rotate16``
 
 
 @dataclasses.dataclass
@@ -45,7 +52,17 @@ class PeerSetup:
     log_q: float | None
     note: str
     ops: dict[str, Callable[[], object] | None]
-    precision_bits: float | None = None
+    precision_bits: float | None = None  # of ``mul_rescale``
+    precision: dict[str, float] = dataclasses.field(default_factory=dict)  # op -> worst-slot bits vs numpy
+
+
+def rotations_precision(x, got) -> tuple[float, float]:
+    """Worst-slot bits of (a rotation by 1, the 16 rotations by :data:`ROTATE_MANY_STEPS`) against numpy.
+
+    ``got``: the decrypted rotation by 1 and the 16 decrypted rotations (slot vectors)."""
+    one, many = got
+    bits16 = min(_precision(np.roll(x, -k), v) for k, v in zip(ROTATE_MANY_STEPS, many, strict=True))
+    return _precision(np.roll(x, -1), one), bits16
 
 
 def _precision(want, got) -> float:
@@ -109,23 +126,31 @@ class DesiloAdapter:
         sk = e.create_secret_key()
         pk = e.create_public_key(sk)
         rk = e.create_relinearization_key(sk)
-        rot = e.create_fixed_rotation_key(sk, 1)
+        # one fixed rotation key per step: rotate_many with them beats 16 rotate() calls (~2.2x at N = 2^15) and
+        # rotate_many with the power-of-two RotationKey (which composes steps that are not powers of two)
+        fixed = [e.create_fixed_rotation_key(sk, k) for k in ROTATE_MANY_STEPS]
+        rot = fixed[0]  # delta 1
         x = np.random.default_rng(1).uniform(-1, 1, e.slot_count)
         a, b = e.encrypt(x, pk), e.encrypt(x, pk)
         prec = _precision(x * x, e.decrypt(e.multiply(a, b, rk), sk))
+        rot_bits, rot16_bits = rotations_precision(
+            x, (e.decrypt(e.rotate(a, rot), sk), [e.decrypt(c, sk) for c in e.rotate_many(a, fixed)]))
         limbs = self._words_per_poly(a, n)
         return PeerSetup(
             self.name, n, max_level, None,
             f"CPU engine, {self.threads} threads, max_level={max_level}, {limbs} 64-bit limbs per polynomial "
-            "(moduli not exposed); multiply() relinearizes and rescales",
+            "(moduli not exposed); multiply() relinearizes and rescales; rotate16: rotate_many with 16 fixed "
+            "rotation keys (batched)",
             {
                 "add": lambda: e.add(a, b),
                 "mul": None,
                 "rescale": None,
                 "mul_rescale": lambda: e.multiply(a, b, rk),
                 "rotate": lambda: e.rotate(a, rot),
+                "rotate16": lambda: e.rotate_many(a, fixed),
             },
             prec,
+            {"rotate": rot_bits, "rotate16": rot16_bits},
         )
 
 
@@ -230,12 +255,36 @@ class TenSEALAdapter:
             ev.rotate_vector(a, 1, gk, out)
             return out
 
+        # rotate16: SEAL has no hoisted rotation; one Galois key per step (element 3^step mod 2N, SEAL's left
+        # rotation), so no step is composed from power-of-two rotations
+        gk16 = sa.GaloisKeys()
+        sa.KeyGenerator(ctx.seal_context().data, ctx.secret_key().data).create_galois_keys(
+            [pow(3, k, 2 * n) for k in ROTATE_MANY_STEPS], gk16)
+
+        def rotate16():
+            outs = [sa.Ciphertext() for _ in ROTATE_MANY_STEPS]
+            for k, out in zip(ROTATE_MANY_STEPS, outs):
+                ev.rotate_vector(a, k, gk16, out)
+            return outs
+
+        dec = sa.Decryptor(ctx.seal_context().data, ctx.secret_key().data)
+        encoder = sa.CKKSEncoder(ctx.seal_context().data)
+
+        def values(ct):
+            pt = sa.Plaintext()
+            dec.decrypt(ct, pt)
+            return np.asarray(encoder.decode_double(pt))
+
+        rot_bits, rot16_bits = rotations_precision(x, (values(rotate()), [values(c) for c in rotate16()]))
         return PeerSetup(
             self.name, n, lv, float(sum(bits) - bits[-1]),
             f"SEAL via tenseal.sealapi, coeff_mod_bit_sizes={bits} (log QP {sum(bits)}, SEAL's 128-bit limit "
-            f"{budget}), single-threaded",
-            {"add": add, "mul": mul, "rescale": rescale, "mul_rescale": mul_rescale, "rotate": rotate},
+            f"{budget}), single-threaded; rotate16: 16 rotate_vector calls, one Galois key per step (SEAL has no "
+            "hoisted rotation)",
+            {"add": add, "mul": mul, "rescale": rescale, "mul_rescale": mul_rescale, "rotate": rotate,
+             "rotate16": rotate16},
             None,
+            {"rotate": rot_bits, "rotate16": rot16_bits},
         )
 
 

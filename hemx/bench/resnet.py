@@ -18,7 +18,6 @@ Every stage that runs is reported; the JSON (``--json``) holds all figures.
 
 from __future__ import annotations
 
-import collections
 import json
 import resource
 import time
@@ -55,8 +54,8 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
           batch: int = 50, allow_insecure: bool = False, console=None) -> dict:
     """Run the stages asked for (0 images: skip); a dict of every figure. ``allow_insecure``: for the test-size
     presets (``boot_12``, ``boot_13``), which are not 128-bit."""
-    import jax
 
+    from hemx.bench.nn_images import encrypted_images
     from hemx.ckks import CKKSParameters, Context
     from hemx.circuits import SlotSimulator
     from hemx.errors import ParameterError
@@ -115,42 +114,7 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
 
     if encrypted:
         x, y = load("test", encrypted)
-        start = time.perf_counter()
-        keys = net.keygen(ctx)
-        jax.block_until_ready(jax.tree_util.tree_leaves(keys))
-        evk = keys.evaluation_keys()
-        enc = {"keygen_s": time.perf_counter() - start,
-               "key_gib": sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(evk)) / 2**30, "images": []}
-        say(f"keys: {enc['keygen_s']:.1f} s, {enc['key_gib']:.2f} GiB")
-        for i in range(encrypted):
-            want = reference(graph, x[i:i + 1])
-            ct = net.encrypt_input(ctx, keys, x[i:i + 1])
-            jax.block_until_ready(ct.data)
-            kinds: dict = collections.defaultdict(float)
-            last = [time.perf_counter()]
-
-            def progress(index, total, step, kinds=kinds, last=last):
-                now = time.perf_counter()
-                kinds[step.kind] += now - last[0]
-                last[0] = now
-
-            start = time.perf_counter()
-            res = net.run(ctx, evk, ct, progress=progress)
-            jax.block_until_ready(res.data)
-            seconds = time.perf_counter() - start
-            got = net.decrypt_output(ctx, keys, res)
-            record = {"seconds": seconds, "label": int(y[i]), "pred": int(got.argmax()),
-                      "plain_pred": int(want.argmax()),
-                      "err_over_range": float(np.max(np.abs(got - want)) / np.ptp(want)),
-                      "seconds_by_kind": dict(kinds)}
-            enc["images"].append(record)
-            say(f"  image {i}: {seconds:.1f} s, predicted {record['pred']} (plaintext {record['plain_pred']}, "
-                f"label {record['label']}), logit error {record['err_over_range']:.2e} of the logit range")
-        secs = [r["seconds"] for r in enc["images"]]
-        enc.update(median_s=float(np.median(secs)), predictions_equal=all(r["pred"] == r["plain_pred"]
-                                                                         for r in enc["images"]),
-                   max_err_over_range=max(r["err_over_range"] for r in enc["images"]))
-        out["encrypted"] = enc
+        out["encrypted"] = encrypted_images(net, ctx, graph, x, y, say=say)
     out["peak_rss_gib"] = _peak_rss_gib()
     return out
 

@@ -138,15 +138,44 @@ class LinearTransform:
             raise ParameterError(f"plain_scale must be a positive number, got {plain_scale!r}")
         self.plain_scale = float(plain_scale)
         plain = ev.encode(shifted, level=self.level, scale=self.plain_scale)
-        self._plaintexts = dict(zip(self.indices, _unstack(plain, len(self.indices))))
+        pts = _unstack(plain, len(self.indices))
+        del plain
         # double hoisting forms the plaintext products over Q_l P: the diagonals' residues modulo P as well
-        self._plain_p = None
+        plain_p = None
         if isinstance(ev, CKKSEvaluator) and ev.ctx.num_p and ev.ctx.mesh is None:
-            self._plain_p = dict(zip(self.indices, _special_residues(ev, shifted, self.plain_scale)))
+            plain_p = _special_residues(ev, shifted, self.plain_scale)
+        # Each diagonal is kept at its period (:func:`compact_rows`): a diagonal whose slot values repeat every p
+        # slots is a polynomial in X^(N / 2p), whose NTT values repeat in blocks (the bootstrapping transforms'
+        # butterfly groups: at N = 2^16 two of the three factors of each transform hold 1/32 and 1/1024 of the
+        # residues; boot_16's encoded transforms 3.7 -> 0.8 GiB)
+        self._blocks, self._plaintexts, self._plain_p = {}, {}, None if plain_p is None else {}
+        for i, (k, pt) in enumerate(zip(self.indices, pts)):
+            if not isinstance(pt, Plaintext):  # a simulator's slot values: nothing to compact
+                self._blocks[k], self._plaintexts[k] = 1, pt
+                continue
+            block, small = compact_rows([pt.data] if plain_p is None else [pt.data, plain_p[i]])
+            self._blocks[k] = block
+            self._plaintexts[k] = pt.replace(data=small[0])
+            if self._plain_p is not None:
+                self._plain_p[k] = small[1]
+        del pts, plain_p
 
     def __repr__(self) -> str:
         return (f"LinearTransform(slots={self.slots}, diagonals={len(self.indices)}, n1={self.n1}, "
                 f"rotations={len(self.rotations)}, level={self.level})")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the encoded diagonals held (over ``Q_l``, and ``P`` for double hoisting), at their periods."""
+        total = sum(int(np.prod(np.shape(pt.data))) * 4 for pt in self._plaintexts.values()
+                    if isinstance(pt, Plaintext))
+        return total + sum(int(np.prod(np.shape(x))) * 4 for x in (self._plain_p or {}).values())
+
+    def _plaintext(self, k: int):
+        """Diagonal ``k``'s plaintext at full width (the compact rows repeated; a simulator's values as they are)."""
+        pt = self._plaintexts[k]
+        block = self._blocks[k]
+        return pt if block == 1 else pt.replace(data=ckks_evaluator.widen(pt.data, block))
 
     def apply(self, x, keys=None, *, hoisted: bool = True, hoisting: str | None = None):
         """``M x`` slot-wise for a ciphertext ``x`` (any batch shape): one level lower, at ``x``'s scale.
@@ -187,7 +216,7 @@ class LinearTransform:
                 k = g + b
                 if k not in self._plaintexts:
                     continue
-                term = ev.mul_plain(babies[b], self._plaintexts[k])
+                term = ev.mul_plain(babies[b], self._plaintext(k))
                 acc = term if acc is None else ev.add(acc, term)
             acc = ev.rescale(acc)
             if g:
@@ -218,7 +247,7 @@ class LinearTransform:
             acc = None
             for b in self.baby_steps:
                 if g + b in self._plaintexts:
-                    term = ev.mul_plain(rotated[b], self._plaintexts[g + b])
+                    term = ev.mul_plain(rotated[b], self._plaintext(g + b))
                     acc = term if acc is None else ev.add(acc, term)
             if acc is None:
                 continue
@@ -238,12 +267,13 @@ class LinearTransform:
             return self._apply_sum_then_rescale(ev, x)  # steps that are whole turns at x's slot count: no keys
         elements = [automorphism.galois_element(n, s % x.slots) for s in babies + giants]
         what = [f"rotation by {s}" for s in babies + giants]
-        key_data = tuple(k.data for k in ctx._galois_keys(elements, keys, what, x))
+        key_data = tuple(k.material for k in ctx._galois_keys(elements, keys, what, x))
         maps = tuple(ctx.tables.index_map(g) for g in elements)
         num_q = x.num_limbs
         pts = [self._plaintexts[k] for k in self.indices]
-        plain_q = tuple(pt.data if pt.level == level else pt.data[..., :num_q, :] for pt in pts)
+        plain_q = tuple(pt.data if pt.level == level else pt.data[..., :num_q, :] for pt in pts)  # at their periods
         plain_p = tuple(self._plain_p[k] for k in self.indices)
+        blocks = tuple(self._blocks[k] for k in self.indices)
         # metadata and checks as the single-hoisted path would give them (products, sums, one rescale)
         product_scale = x.scale * self.plain_scale
         ctx._check_product_scale(product_scale, level)
@@ -262,13 +292,15 @@ class LinearTransform:
             bound = None
         nb = len(babies)
         m = ctx.num_p + num_q
-        key_rows = {int(k.shape[-2]) for k in key_data}
+        key_rows = {k.rows for k in key_data}
         rows = key_rows.pop() if len(key_rows) == 1 else m  # keys stored to other levels: always sliced
         full = (KEY_ROWS_SLACK * (rows - m) <= rows) if FULL_KEY_ROWS is None else bool(FULL_KEY_ROWS)
+        # the one-pass native key product reads every key in place at any level: nothing to pad for
+        full = full and not keyswitch.reads_keys_in_place() and not any(k.compact for k in key_data)
         data = ctx._run(ckks_evaluator.bsgs_double_hoisted,
                         (x.data, maps[:nb], key_data[:nb], maps[nb:], key_data[nb:], plain_p, plain_q),
                         (ctx.plan, ctx.level_tables(level)), level, structure=structure, num_p=ctx.num_p,
-                        reduction=ctx.reduction, full_key_rows=full and rows > m)
+                        reduction=ctx.reduction, full_key_rows=full and rows > m, blocks=blocks)
         return x.replace(data=data, level=level - 1, scale=product_scale / divisor, bound=bound,
                          is_complex=x.is_complex or any(pt.is_complex for pt in pts))
 
@@ -332,6 +364,24 @@ def _check_hoisting(hoisting, hoisted) -> str:
     if not hoisted and hoisting != "none":
         raise ParameterError(f"hoisted=False contradicts hoisting={hoisting!r}")
     return hoisting
+
+
+def compact_rows(arrays) -> tuple[int, list]:
+    """``(block, compact)``: the largest power of two ``block`` such that every array ``(..., N)`` is constant on each
+    run of ``block`` consecutive entries of its last axis, and the arrays with one entry per run,
+    ``(..., N / block)`` (:func:`hemx.ckks.evaluator.widen` gives them back exactly). Host-side (concrete arrays)."""
+    host = [np.asarray(a) for a in arrays]
+    n = host[0].shape[-1]
+    block = n
+    for a in host:
+        flat = a.reshape(-1, n)
+        change = np.nonzero(np.any(flat[:, 1:] != flat[:, :-1], axis=0))[0] + 1  # where a new run starts
+        if change.size:
+            block = min(block, int((change & -change).min()))  # the largest power of two dividing every start
+    if block == 1:
+        return 1, list(arrays)
+    small = [jax.numpy.asarray(a[..., ::block]) for a in host]
+    return block, small
 
 
 def _special_residues(ev: CKKSEvaluator, values: np.ndarray, scale: float) -> list:

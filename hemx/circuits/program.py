@@ -62,7 +62,7 @@ _META = {
     Plaintext: ("level", "scale", "slots", "is_complex", "context_id", "bound"),
     SecretKey: ("context_id", "key_id"),
     PublicKey: ("context_id", "key_id"),
-    SwitchingKey: ("kind", "galois", "context_id", "key_id", "seed", "level"),
+    SwitchingKey: ("kind", "galois", "context_id", "key_id", "seed", "level", "xof"),
     EvaluationKeys: ("context_id", "key_id"),
     KeySet: ("context_id", "key_id"),
 }

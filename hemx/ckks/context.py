@@ -46,11 +46,16 @@ from hemx.errors import (
     ShapeError,
     SlotError,
 )
-from hemx.kernels import automorphism, modarith
+from hemx.kernels import automorphism, modarith, native
 from hemx import plan as planner
 from hemx.ring import RNSRing
 
 SCALE_RTOL = 1e-9
+#: How switching keys are held in memory (``Context(..., key_storage=...)``): "compact" keeps each key's b halves
+#: and a 32-byte stream key, its uniform halves generated inside every key switch (half the memory; the native CPU
+#: kernels generate them as they go, other backends expand them first); "full" keeps both halves; "auto" is compact
+#: where the native kernels have the seeded inner product, full elsewhere.
+KEY_STORAGE = ("auto", "compact", "full")
 
 # Bootstrapping is a circuit (hemx.circuits.bootstrap, a layer above this one); it registers its factory here so
 # that Context.bootstrap can build it without this layer importing the one above.
@@ -166,6 +171,9 @@ class Context:
         ntt_split, bp: force the NTT split (``(R, C)`` or radices) and the BAT chunk width of matrix methods.
         decryption_check: "raise" (default), "warn" or "off": what :meth:`decrypt` does when the decrypted
             coefficients look like noise over the whole modulus (:class:`~hemx.errors.DecryptionError`).
+        key_storage: "auto" (default), "compact" or "full": how :meth:`keygen` and loaded keys hold switching keys
+            in memory (:data:`KEY_STORAGE`; compact keys are half the bytes: the uniform halves are generated inside
+            each key switch from a stream key). The resolved choice is ``ctx.key_storage``; results are identical.
         mesh: a ``jax.sharding.Mesh`` with axes "batch" and "limbs": the context is then a
             :class:`hemx.ckks.sharding.ShardedContext` whose ciphertexts, plaintexts and keys are spread over
             the mesh's devices (``docs/parallel.md``). None (default): one device.
@@ -191,6 +199,7 @@ class Context:
         ntt_split: Sequence[int] | None = None,
         bp: int | None = None,
         decryption_check: str = "raise",
+        key_storage: str = "auto",
         mesh=None,
     ):
         if not isinstance(params, CKKSParameters):
@@ -215,6 +224,7 @@ class Context:
         self.tables = TableCache(params, reduction=self.reduction)  # per-level tables, built on first use
         self._bound: dict = {}  # eager dispatch: (kernel, tables key, statics) -> (tables, jitted, buffers)
         self._bootstrapper = None  # {message_ratio: Bootstrapper}, built by bootstrapper() / keygen(bootstrap=True)
+        self.key_storage = self._check_key_storage(key_storage)
         self.mesh = None  # one device; hemx.ckks.sharding.ShardedContext sets its mesh
         if mesh is not None and not hasattr(self, "place"):
             raise ParameterError("mesh= is handled by hemx.Context (hemx.ckks.sharding.ShardedContext)")
@@ -297,6 +307,16 @@ class Context:
         buffers = tuple(b for bufs, _ in packed for b in bufs)
         jitted = _bound_callable(fn, tuple(layout for _, layout in packed), tuple(statics.items()))
         return tuple(tables), jitted, buffers
+
+    @staticmethod
+    def _check_key_storage(storage) -> str:
+        """``key_storage`` resolved: "compact" or "full" ("auto": compact where the native kernels generate the
+        uniform halves inside the key switch, full elsewhere)."""
+        if storage not in KEY_STORAGE:
+            raise ParameterError(f"key_storage must be one of {KEY_STORAGE}, got {storage!r}")
+        if storage == "auto":
+            return "compact" if native.has_seeded_keys() else "full"
+        return storage
 
     @staticmethod
     def _check_dataflow(name: str) -> str:
@@ -493,7 +513,7 @@ class Context:
             raise ParameterError(f"switch_key needs a SwitchingKey, got {type(key).__name__}")
         self._check_key(key, ct.key_id, ct.level)
         flow = self._check_dataflow(keyswitch or self.keyswitch)
-        data = self._run(evaluator.rotate_one, (ct.data, self.tables.index_map(1), key.data),
+        data = self._run(evaluator.rotate_one, (ct.data, self.tables.index_map(1), key.material),
                          (self.plan, self.tables.level(ct.level)), ct.level, num_p=self.num_p,
                          reduction=self.reduction, dataflow=flow)  # the identity automorphism: a plain key switch
         return ct.replace(data=data)
@@ -778,11 +798,11 @@ class Context:
                 self._check_bound_fits(bound, scale, a.level, "the product")
             if rescale and t.drop:  # relinearization and rescale in one ModDown
                 self._check_result_scale(scale / t.divisor, a.level - 1, "the product's rescale")
-                data = self._run(evaluator.mul_relin_rescale, (a.data, b.data, key.data), (self.plan, t), a.level,
+                data = self._run(evaluator.mul_relin_rescale, (a.data, b.data, key.material), (self.plan, t), a.level,
                                  **statics)
                 return _with_data(a, data, level=a.level - 1, scale=scale / t.divisor, is_complex=is_complex,
                                   bound=bound)
-            data = self._run(evaluator.mul_relin, (a.data, b.data, key.data), (self.plan, t), a.level, **statics)
+            data = self._run(evaluator.mul_relin, (a.data, b.data, key.material), (self.plan, t), a.level, **statics)
             out = _with_data(a, data, scale=scale, is_complex=is_complex, bound=bound)
         else:
             out = self._mul_plain(a, b, plain_scale, auto_scale)
@@ -1014,7 +1034,7 @@ class Context:
     def _galois_one(self, ct: Ciphertext, g: int, keys, what: str, keyswitch: str | None) -> Ciphertext:
         key = self._galois_keys([g], keys, [what], ct)[0]
         flow = self._check_dataflow(keyswitch or self.keyswitch)
-        data = self._run(evaluator.rotate_one, (ct.data, self.tables.index_map(g), key.data),
+        data = self._run(evaluator.rotate_one, (ct.data, self.tables.index_map(g), key.material),
                          (self.plan, self.tables.level(ct.level)), ct.level, num_p=self.num_p,
                          reduction=self.reduction, dataflow=flow)
         return _with_data(ct, data)
@@ -1074,12 +1094,12 @@ class Context:
         key_list = self._galois_keys(elements, keys, what, ct)
         maps = jnp.stack([self.tables.index_map(g) for g in elements])
         if self.mesh is None:  # each key read in place (a stacked copy of 32 keys at boot_16 is 1.5 GiB)
-            key_data = tuple(key.data for key in key_list)
-        elif len({key.data.shape for key in key_list}) == 1:
+            key_data = tuple(key.material for key in key_list)
+        elif len({key.data.shape for key in key_list}) == 1 and not any(key.compact for key in key_list):
             key_data = jnp.stack([key.data for key in key_list])
-        else:  # keys of several levels: the rows this level reads (the leading digits and limbs of each)
+        else:  # keys of several levels (or compact): the rows this level reads (the leading digits and limbs of each)
             num_d, m = keygen_mod.key_dims(self.params, ct.level)
-            key_data = jnp.stack([key.data[:num_d, :, :m] for key in key_list])
+            key_data = jnp.stack([ks.key_rows(key.material, self.plan, digits=num_d, rows=m) for key in key_list])
         return self._run(evaluator.rotate_hoisted, (ct.data, maps, key_data), (self.plan, self.tables.level(ct.level)),
                          ct.level, num_p=self.num_p, reduction=self.reduction)
 

@@ -156,8 +156,9 @@ def rotate_one(ct, index_map, key, plan, tables: LevelTables, *, num_p: int, red
 def rotate_hoisted(ct, index_maps, keys, plan, tables: LevelTables, *, num_p: int, reduction: str):
     """One ModUp of c1 shared by every Galois element: ``(..., 2, num_q, N) -> (R, ..., 2, num_q, N)``.
 
-    ``keys``: the ``R`` switching keys, stacked ``(R, D, 2, M, N)`` or a tuple of ``(D_r, 2, M_r, N)`` arrays (read
-    in place, each at least this level's digits and rows)."""
+    ``keys``: the ``R`` switching keys, stacked ``(R, D, 2, M, N)``, or a tuple of their
+    :class:`~hemx.ckks.keys.KeyMaterial` (or ``(D_r, 2, M_r, N)`` arrays; read in place, each at least this level's
+    digits and rows; compact keys generate their uniform halves in the product)."""
     if isinstance(tables, sks.ShardedLevelTables):
         return sks.rotate_hoisted(ct, index_maps, keys, plan, tables, num_p=num_p, reduction=reduction)
     num_q = tables.num_q
@@ -165,25 +166,28 @@ def rotate_hoisted(ct, index_maps, keys, plan, tables: LevelTables, *, num_p: in
     q = _q_table(plan, num_p, num_q).q
     outs = []
     for r in range(index_maps.shape[0]):
-        idx = index_maps[r]
-        acc = ks.inner_product(automorphism.apply_ntt_automorphism(ext, idx), keys[r], plan, num_p=num_p,
-                               num_q=num_q)
+        idx = index_maps[r]  # the digits permuted inside the product (nothing permuted stored, natively)
+        acc = ks.inner_product(ext, keys[r], plan, num_p=num_p, num_q=num_q, index_map=idx)
         sw = ks.moddown(acc, plan, tables.moddown, tables.p_inv, num_p=num_p, num_q=num_q, reduction=reduction)
         c0 = automorphism.apply_ntt_automorphism(ct[..., 0, :, :], idx)
         outs.append(jnp.stack([modarith.add_mod(c0, sw[..., 0, :, :], q), sw[..., 1, :, :]], axis=-3))
     return jnp.stack(outs)
 
 
-def _switch_extended(ext, key, plan, *, num_p: int, num_q: int, full_rows: bool):
-    """``sum_d ext_d * key_d`` over ``Q_l P`` without the ModDown: ``(..., D, m, N) -> (..., 2, m, N)``.
+def _switch_extended(ext, key, plan, *, num_p: int, num_q: int, full_rows: bool, index_map=None):
+    """``sum_d x_d * key_d`` over ``Q_l P`` without the ModDown: ``(..., D, m, N) -> (..., 2, m, N)``, ``x_d`` the
+    digits ``ext`` permuted by ``index_map`` (None: as they are).
 
-    ``full_rows``: ``ext`` has already been padded with zero rows to the key's ``num_p + L`` rows, so the key is
-    read whole, in place (no sliced copy of it for the native call); the result's rows past ``m`` are zero and
-    are dropped by the consumer."""
+    ``full_rows`` (only where the one-pass native key product is missing, :func:`hemx.ckks.keyswitch.reads_keys_in_place`):
+    ``ext`` has already been padded with zero rows to the (full) key's ``num_p + L`` rows, so the key is read whole,
+    in place (no sliced copy of it for the native call); the result's rows past ``m`` are zero and are dropped by
+    the consumer."""
+    key = ks.as_material(key)
     if not full_rows:
-        return ks.inner_product(ext, key, plan, num_p=num_p, num_q=num_q)
-    rows = key.shape[-2]
-    out = modarith.mul_sum(ext, key[: ext.shape[-3]], ks.limb_table(plan, 0, rows))
+        return ks.inner_product(ext, key, plan, num_p=num_p, num_q=num_q, index_map=index_map)
+    if index_map is not None:
+        ext = automorphism.apply_ntt_automorphism(ext, index_map)
+    out = modarith.mul_sum(ext, key.data[: ext.shape[-3]], ks.limb_table(plan, 0, key.rows))
     return out[..., : num_p + num_q, :]
 
 
@@ -193,9 +197,18 @@ def _pad_rows(ext, rows: int):
     return jnp.pad(ext, pad)
 
 
-@partial(jax.jit, static_argnames=("structure", "num_p", "reduction", "full_key_rows"))
+def widen(x, block: int):
+    """``(..., W) -> (..., W block)``: each entry repeated ``block`` times (a broadcast and a reshape, which XLA fuses
+    into the consumer; ``jnp.repeat`` was measured 1.8x slower in a product and 2x on a whole bootstrap)."""
+    if block == 1:
+        return x
+    return jnp.broadcast_to(x[..., None], x.shape + (block,)).reshape(x.shape[:-1] + (x.shape[-1] * block,))
+
+
+@partial(jax.jit, static_argnames=("structure", "num_p", "reduction", "full_key_rows", "blocks"))
 def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_p, plain_q, plan,
-                        tables: LevelTables, *, structure, num_p: int, reduction: str, full_key_rows: bool = False):
+                        tables: LevelTables, *, structure, num_p: int, reduction: str, full_key_rows: bool = False,
+                        blocks: tuple | None = None):
     """A baby-step / giant-step linear transform with double hoisting (Bossuat et al., EUROCRYPT 2021, Sec. 4):
     ``sum_g rot_g(sum_b pt_(g,b) * rot_b(ct))``, rescaled once: ``(..., 2, num_q, N) -> (..., 2, num_q - drop, N)``.
 
@@ -214,23 +227,30 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
 
     Args:
         ct: ``(..., 2, num_q, N)`` at the tables' level.
-        baby_maps, baby_keys: tuples of the non-zero baby rotations' index maps ``(N,)`` and key data
-            ``(D, 2, num_p + L, N)``; ``giant_maps``, ``giant_keys`` the same for the non-zero giant rotations.
+        baby_maps, baby_keys: tuples of the non-zero baby rotations' index maps ``(N,)`` and keys
+            (:class:`~hemx.ckks.keys.KeyMaterial`, or full ``(D, 2, num_p + L, N)`` arrays); ``giant_maps``,
+            ``giant_keys`` the same for the non-zero giant rotations.
         plain_p, plain_q: tuples of the diagonals' residues over ``P`` ``(num_p, N)`` and ``Q_l`` ``(num_q, N)``.
         structure: static ``((giant, ((baby, diagonal), ...)), ...)``: per giant step its index into
             ``giant_maps`` (-1 for the step 0), and its terms: the baby's index into ``baby_maps`` (-1 for 0) and
             the diagonal's index into ``plain_p`` / ``plain_q``.
         full_key_rows: pad the extended digits with zero rows to the keys' full ``num_p + L`` rows, so the inner
-            products read the keys in place instead of a copy sliced to the level (same result).
+            products read the keys in place instead of a copy sliced to the level (same result; full keys only).
+        blocks: static, per diagonal: its rows ``plain_p[d]`` / ``plain_q[d]`` are ``(., N / blocks[d])``, each
+            entry standing for ``blocks[d]`` equal consecutive NTT values (a diagonal periodic in the slots; widened
+            inside the product, never stored); None: every diagonal at full width.
     """
     num_q = tables.num_q
     m = num_p + num_q
     tab_p, tab_q = ks.limb_table(plan, 0, num_p), _q_table(plan, num_p, num_q)
     c0, c1 = ct[..., 0, :, :], ct[..., 1, :, :]
+    # Diagonals kept at their periods are widened inside the products that read them (a broadcast XLA fuses)
+    blocks = blocks or (1,) * len(plain_q)
+    wide = widen
     mk = dict(digits=tables.digits, num_p=num_p, num_q=num_q)
     sw = dict(num_p=num_p, num_q=num_q, full_rows=full_key_rows)
     some_key = (baby_keys or giant_keys or (None,))[0]
-    rows = m if some_key is None else some_key.shape[-2]
+    rows = m if some_key is None else ks.as_material(some_key).rows
     p_mod = tables.p_mod.value  # P mod q_i, (num_q, 1)
     perm = automorphism.apply_ntt_automorphism
 
@@ -240,8 +260,8 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
         ext = ks.modup(x, plan, tables.modup, **mk)
         return _pad_rows(ext, rows) if full_key_rows and rows > m else ext
 
-    def switch(ext, key):  # the inner product over Q_l P, no ModDown: parts (k0P, k0Q, k1P, k1Q)
-        k = _switch_extended(ext, key, plan, **sw)
+    def switch(ext, key, idx=None):  # the inner product over Q_l P, no ModDown: parts (k0P, k0Q, k1P, k1Q)
+        k = _switch_extended(ext, key, plan, index_map=idx, **sw)
         return [k[..., 0, :num_p, :], k[..., 0, num_p:, :], k[..., 1, :num_p, :], k[..., 1, num_p:, :]]
 
     def add_parts(a, b):
@@ -253,7 +273,7 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
     if baby_maps:
         ext = extend(c1)
         for r, (idx, key) in enumerate(zip(baby_maps, baby_keys)):
-            k = switch(perm(ext, idx), key)
+            k = switch(ext, key, idx)  # the digits permuted inside the product
             k[1] = modarith.add_mod(k[1], modarith.mul_barrett(perm(c0, idx), p_mod, tab_q), tab_q.q)  # + P phi(c0)
             babies[r] = k  # P rot_b(ct) over Q_l P
     out_ext = out_c = None  # parts over Q_l P; (c0, c1) over Q_l with the implicit factor P
@@ -261,12 +281,12 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
         ext_acc = c_acc = None
         for baby, d in terms:
             if baby < 0:  # the baby step 0: the input itself, over Q_l
-                term = modarith.mul_barrett(ct, plain_q[d], tab_q)
+                term = modarith.mul_barrett(ct, wide(plain_q[d], blocks[d]), tab_q)
                 c_acc = term if c_acc is None else modarith.add_mod(c_acc, term, tab_q.q)
             else:
-                pts = (plain_p[d], plain_q[d], plain_p[d], plain_q[d])
+                wp, wq = wide(plain_p[d], blocks[d]), wide(plain_q[d], blocks[d])
                 ext_acc = add_parts(ext_acc, [modarith.mul_barrett(x, pt, t) for x, pt, t in
-                                              zip(babies[baby], pts, (tab_p, tab_q, tab_p, tab_q))])
+                                              zip(babies[baby], (wp, wq, wp, wq), (tab_p, tab_q, tab_p, tab_q))])
         if giant >= 0:  # rotate the giant's sum: a ModDown of its c1 only, switched without a ModDown
             idx = giant_maps[giant]
             if ext_acc is None:  # only the baby step 0: an ordinary rotation of c_acc, kept over Q_l P
@@ -291,7 +311,12 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
         return rescale(out_c, plan, tables, num_p=num_p, reduction=reduction)
     if out_c is None:
         out_c = jnp.zeros(ct.shape, jnp.uint32)
-    acc = jnp.stack([jnp.concatenate(out_ext[:2], axis=-2), jnp.concatenate(out_ext[2:], axis=-2)], axis=-3)
+    # the four parts written into the accumulator by slices (a concatenation of them became one fusion that XLA:CPU
+    # runs on one thread, with the last giant's products inside: with diagonals kept at their periods it took 40%
+    # of a transform, measured at boot_16)
+    acc = jnp.zeros(out_ext[1].shape[:-2] + (2, m, out_ext[1].shape[-1]), jnp.uint32)
+    for half in (0, 1):
+        acc = acc.at[..., half, :num_p, :].set(out_ext[2 * half]).at[..., half, num_p:, :].set(out_ext[2 * half + 1])
     fold = ks.RescaleFold(out_c, tables.p_mod, tables.fold_conv, tables.fold_inv)
     return ks.finish(acc, plan, tables.moddown, tables.p_inv, num_p=num_p, num_q=num_q, reduction=reduction,
                      fold=fold)
@@ -321,4 +346,5 @@ def export_safety_checks() -> list:
 
     if not native.available():
         return []
-    return [jax.export.DisabledSafetyCheck.custom_call(name) for name in sorted(getattr(native, "_TARGETS", {}))]
+    names = set(getattr(native, "_TARGETS", {})) | set(getattr(native, "_OPTIONAL_TARGETS", {}))
+    return [jax.export.DisabledSafetyCheck.custom_call(name) for name in sorted(names)]

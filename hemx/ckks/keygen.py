@@ -7,6 +7,7 @@ Functions of a :class:`hemx.ckks.context.Context` (its parameters, ring, sampler
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Callable, Iterable, Mapping
 
@@ -15,12 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from hemx.ckks import encoder, evaluator
+from hemx.ckks import keyswitch as ks
 from hemx.ckks.ciphertext import Ciphertext, Plaintext
 from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey, new_id
-from hemx.ckks.sampling import expand_seed
+from hemx.ckks.sampling import expand_seed, stream_key, uniform_rows
 from hemx.ckks.validation import check_int
 from hemx.errors import ParameterError
-from hemx.kernels import automorphism
+from hemx.kernels import automorphism, modarith
+from hemx.kernels import ntt as ntt_kernels
 
 def rotation_steps(rotations: Iterable[int] | str, slots: int) -> list[int]:
     """The steps of ``keygen(rotations=...)``: a list, or "power_of_two" (1, 2, 4, ... < slots)."""
@@ -89,36 +92,73 @@ def generate_keys(ctx, rotations: Iterable[int] | str = (), *, conjugation: bool
 
 def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: int,
                   level: int | None = None) -> SwitchingKey:
-    """Hybrid key from ``s_src`` to ``s``: per digit ``b_d = -a_d s + e_d + P g_d s_src`` over ``P + Q``,
-    uint32 ``(D, 2, num_p + L, N)``. The uniform ``a_d`` are expanded from a fresh 32-byte seed, kept on the key
-    (serialization stores ``b_d`` and the seed). ``level``: serve ciphertexts up to that level only: the
-    ``(D_l, 2, num_p + L_l, N)`` leading rows of the key the same seed and errors would give in full (every row is a
-    function of its own digit and limb)."""
+    """Hybrid key from ``s_src`` to ``s``: per digit ``b_d = -a_d s + e_d + P g_d s_src`` over ``P + Q``.
+
+    The uniform ``a_d`` are the ChaCha20 rows of a fresh 32-byte seed (:func:`hemx.ckks.sampling.expand_seed`,
+    ``xof="chacha20"``), kept on the key (serialization stores ``b_d`` and the seed). The key holds uint32
+    ``(D, 2, num_p + L, N)``, or with ``ctx.key_storage == "compact"`` only ``(D, 1, num_p + L, N)`` (the ``b_d``)
+    and the stream key, its ``a_d`` generated inside each key switch. ``level``: serve ciphertexts up to that level
+    only: the ``(D_l, ., num_p + L_l, N)`` leading rows of the key the same seed and errors would give in full
+    (every row is a function of its own digit and limb)."""
     p, smp = ctx.params, ctx.sampler
     num_d, m = key_dims(p, level)
     num_p = ctx.num_p
     seed = smp.seed()
-    a = jnp.asarray(uniform_half(seed, ctx.basis[:m], p.n, num_d))
-    # the errors over the key's m rows only (P first, then Q: the plan's limb order)
-    e = evaluator.ntt_q(jnp.asarray(encoder.residues(smp.gaussian((num_d, p.n), p.sigma), ctx.basis[:m])), ctx.plan,
-                        num_p=0, num_q=m)
+    stream = stream_key(seed)
+    a = uniform_rows(stream, ctx.basis[:m], digits=num_d, n=p.n)
+    errors = jnp.asarray(smp.gaussian((num_d, p.n), p.sigma).astype(np.int32))  # |e| <= 6 sigma
     big_p = math.prod(p.special_moduli)
-    gadget = np.zeros((num_d, m, 1), dtype=np.uint32)
+    gadget = np.zeros((num_d, m, 1), dtype=np.uint32)  # [P]_{q_i} on digit d's own Q limbs, 0 elsewhere
     for d, (lo, hi) in enumerate(p.digits()[:num_d]):
         for i in range(lo, min(hi, m - num_p)):
             gadget[d, num_p + i, 0] = big_p % p.moduli[i]
-    full = dict(num_p=0, num_q=m)
-    term = evaluator.mul_elementwise(jnp.broadcast_to(s_src[:m], (num_d, m, p.n)),
-                                     jnp.asarray(np.broadcast_to(gadget, (num_d, m, p.n))), ctx.plan, **full)
-    b = evaluator.sub(evaluator.add(e, term, ctx.plan, **full),
-                      evaluator.mul_elementwise(a, s_ntt[:m], ctx.plan, **full), ctx.plan, **full)
-    return SwitchingKey(jnp.stack([b, a], axis=1), kind, galois, ctx.id, key_id, seed=seed, level=level)
+    b = _key_halves(errors, a, s_ntt[:m], s_src[:m], jnp.asarray(gadget), ctx.plan, rows=m)
+    meta = dict(seed=seed, level=level, xof="chacha20")
+    if ctx.key_storage == "compact":
+        return SwitchingKey(b[:, None], kind, galois, ctx.id, key_id, stream=jnp.asarray(stream), **meta)
+    return SwitchingKey(jnp.stack([b, a], axis=1), kind, galois, ctx.id, key_id, **meta)
 
 
-def uniform_half(seed: bytes, basis, n: int, digits: int) -> np.ndarray:
-    """The ``a_d`` of a seeded switching key: uint32 ``(digits, len(basis), n)`` over ``basis`` (P first, then Q),
-    NTT domain (a uniform polynomial is uniform in either domain; the values are stored as they are)."""
-    return expand_seed(seed, basis, n, digits)
+@functools.partial(jax.jit, static_argnames=("rows",))
+def _key_halves(errors, a, s, s_src, gadget, plan, *, rows: int):
+    """The ``b_d = e_d - a_d s + g_d s_src`` of a switching key over the plan's first ``rows`` limbs, one program:
+    ``errors`` int32 ``(D, N)`` (small: their residues are formed here), ``a`` ``(D, rows, N)``, ``s`` and ``s_src``
+    ``(rows, N)`` (NTT domain), ``gadget`` ``(D, rows, 1)`` (``[P]_{q_i}`` on each digit's limbs)."""
+    table = ks.limb_table(plan, 0, rows)
+    q = table.q.reshape(1, rows, 1)
+    e = errors[:, None, :]
+    res = jnp.where(e < 0, e + q.astype(jnp.int64), e).astype(jnp.uint32)  # exact residues of |e| < q
+    e_ntt = ntt_kernels.ntt(res, ks.limb_plan(plan, 0, rows))
+    term = modarith.mul_barrett(jnp.broadcast_to(s_src, a.shape), jnp.broadcast_to(gadget, a.shape), table)
+    return modarith.sub_mod(modarith.add_mod(e_ntt, term, table.q), modarith.mul_barrett(a, s, table), table.q)
+
+
+def full_key(ctx, key: SwitchingKey) -> SwitchingKey:
+    """``key`` with both halves stored, ``(D, 2, M, N)``: a compact key's uniform halves generated from its stream key
+    (the same values every key switch generates); a full key as it is."""
+    if not key.compact:
+        return key
+    d, _, m, n = key.data.shape
+    a = uniform_rows(np.asarray(key.stream), ctx.basis[:m], digits=d, n=n)
+    return dataclasses.replace(key, data=jnp.concatenate([key.data, a[:, None]], axis=1), stream=None)
+
+
+def compact_key(ctx, key: SwitchingKey) -> SwitchingKey:
+    """``key`` as a compact key (its ``b_d`` and stream key; half the bytes): a full key seeded with the ChaCha20
+    expansion drops its stored ``a_d`` after checking that they are the seed's expansion (every digit's first
+    row); a compact key as it is. Keys without a seed, or seeded with SHAKE-256 (made before format version 5),
+    cannot be compact (:class:`ParameterError`)."""
+    if key.compact:
+        return key
+    if key.seed is None or key.xof != "chacha20":
+        raise ParameterError(f"only keys seeded with the chacha20 expansion can be compact; this one has "
+                             f"{'no seed' if key.seed is None else 'a ' + key.xof + ' seed'}")
+    stream = stream_key(key.seed)
+    first = np.asarray(uniform_rows(stream, ctx.basis[:1], digits=key.data.shape[0], n=key.data.shape[-1]))[:, 0]
+    if not np.array_equal(np.asarray(key.data[:, 1, 0]), first):
+        raise ParameterError("the key's uniform halves are not its seed's expansion (the key was changed after "
+                             "keygen): it cannot be made compact")
+    return dataclasses.replace(key, data=key.data[:, :1], stream=jnp.asarray(stream))
 
 
 # ------------------------------------------------------------------------------------------ key planning

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import jax
 import numpy as np
@@ -58,20 +58,59 @@ jax.tree_util.register_dataclass(SecretKey, data_fields=["coeffs", "ntt"], meta_
 jax.tree_util.register_dataclass(PublicKey, data_fields=["data"], meta_fields=["context_id", "key_id"])
 
 
-@dataclasses.dataclass(frozen=True)
-class SwitchingKey:
-    """Hybrid key-switching key from ``s'`` to ``s``: uint32 ``(D, 2, k + L, N)`` (one pair ``(b_d, a_d)`` per digit).
+class KeyMaterial(NamedTuple):
+    """What the key-switching kernels read of a switching key (a pytree; :attr:`SwitchingKey.material`).
 
     Attributes:
+        data: uint32 ``(D, 2, M, N)``, the pairs ``(b_d, a_d)``; or ``(D, 1, M, N)``, the ``b_d`` alone, for a
+            compact key whose uniform halves are generated inside each key switch from ``stream``.
+        stream: uint32 ``(8,)`` stream key of a compact key's uniform halves (:mod:`hemx.kernels.prng`), else None.
+    """
+
+    data: jax.Array
+    stream: jax.Array | None = None
+
+    @property
+    def compact(self) -> bool:
+        return self.stream is not None
+
+    @property
+    def digits(self) -> int:
+        return int(self.data.shape[0])
+
+    @property
+    def rows(self) -> int:
+        """The key's ``num_p + L`` rows (fewer for a key that serves the lower levels only)."""
+        return int(self.data.shape[-2])
+
+
+#: Seed expansions a switching key's uniform halves may come from (:func:`hemx.ckks.sampling.expand_seed`):
+#: SHAKE-256 (keys made before format version 5; expanded on load) and the ChaCha20 streams of hemx.kernels.prng,
+#: which keys are made with now and which compact keys generate inside the key switch.
+XOFS = ("shake256", "chacha20")
+DEFAULT_XOF = "chacha20"
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchingKey:
+    """Hybrid key-switching key from ``s'`` to ``s``: one pair ``(b_d, a_d)`` per digit ``d``.
+
+    Attributes:
+        data: uint32 ``(D, 2, k + L, N)``, the pairs; or ``(D, 1, k + L, N)``, the ``b_d`` alone, for a compact
+            key (``stream`` set): its uniform halves ``a_d`` are never stored but generated row by row inside
+            every key switch from the stream key (half the memory; ``Context(..., key_storage=...)``).
         kind: "relin" (``s' = s^2``), "galois" (``s' = s(X^g)``), "to_sparse" / "from_sparse".
         galois: the Galois element g for rotations / conjugation.
-        seed: the 32 bytes the uniform halves ``a_d = data[:, 1]`` were expanded from
+        seed: the 32 bytes the uniform halves ``a_d`` were expanded from with ``xof``
             (:func:`hemx.ckks.sampling.expand_seed` over the ``P + Q`` basis, ``D`` digits), or None for a key
             whose ``a_d`` is known only as stored data (loaded from a format-1 file). Serialization writes
-            ``b_d`` and the seed only; the expanded ``a_d`` stays in ``data`` for computing. Static pytree data.
+            ``b_d`` and the seed only. Static pytree data.
         level: the highest ciphertext level the key serves, or None for every level. A key for level ``l`` holds
             only the digits and limbs present there: ``(D_l, 2, k + L_l, N)``, the full key's leading rows
             (``ctx.keygen(rotation_level=l)``; at ``boot_16``'s level 10 a quarter of the bytes).
+        xof: the seed expansion, one of :data:`XOFS` (static).
+        stream: a compact key's stream key, uint32 ``(8,)`` (:func:`hemx.ckks.sampling.stream_key` of the seed;
+            a pytree leaf, so compiled programs take it as an argument like the key's data); None otherwise.
     """
 
     data: jax.Array
@@ -81,6 +120,8 @@ class SwitchingKey:
     key_id: int
     seed: bytes | None = None
     level: int | None = None
+    xof: str = DEFAULT_XOF
+    stream: jax.Array | None = None
 
     def __post_init__(self):
         if self.seed is not None and (not isinstance(self.seed, bytes) or len(self.seed) != SEED_BYTES):
@@ -88,21 +129,47 @@ class SwitchingKey:
         if self.level is not None and (isinstance(self.level, bool) or not isinstance(self.level, int)
                                        or self.level < 0):
             raise ParameterError(f"a switching key's level must be None or a non-negative int, got {self.level!r}")
+        if self.xof not in XOFS:
+            raise ParameterError(f"a switching key's seed expansion must be one of {XOFS}, got {self.xof!r}")
+        shape = getattr(self.data, "shape", None)
+        halves = shape[1] if shape is not None and len(shape) == 4 else None
+        if self.stream is not None and halves not in (None, 1):
+            raise ParameterError(f"a compact switching key holds (D, 1, M, N) data, got shape {tuple(shape)}")
+        if self.stream is None and halves == 1:
+            raise ParameterError("a switching key with only its b halves needs its stream key (a compact key)")
 
     @property
     def seeded(self) -> bool:
         return self.seed is not None
 
+    @property
+    def compact(self) -> bool:
+        """Whether the uniform halves are generated inside each key switch (not stored)."""
+        return self.stream is not None
+
+    @property
+    def material(self) -> KeyMaterial:
+        """The arrays the key-switching kernels read (:class:`KeyMaterial`)."""
+        return KeyMaterial(self.data, self.stream)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the key holds in memory (its data and stream key)."""
+        total = int(np.prod(self.data.shape)) * 4
+        return total + (32 if self.stream is not None else 0)
+
     def __repr__(self) -> str:
         g = f", g={self.galois}" if self.galois is not None else ""
         seeded = ", seeded" if self.seed is not None else ""
         level = f", level<={self.level}" if self.level is not None else ""
-        return f"SwitchingKey({self.kind}{g}, digits={self.data.shape[0]}{level}{seeded})"
+        compact = ", compact" if self.stream is not None else ""
+        return f"SwitchingKey({self.kind}{g}, digits={self.data.shape[0]}{level}{seeded}{compact})"
 
 
-# a pytree: the key's array is its one leaf; kind, Galois element, ids and seed are static (hashable) data
-jax.tree_util.register_dataclass(SwitchingKey, data_fields=["data"],
-                                 meta_fields=["kind", "galois", "context_id", "key_id", "seed", "level"])
+# a pytree: the key's arrays are its leaves (data, and a compact key's stream key); kind, Galois element, ids, seed,
+# level and expansion are static (hashable) data
+jax.tree_util.register_dataclass(SwitchingKey, data_fields=["data", "stream"],
+                                 meta_fields=["kind", "galois", "context_id", "key_id", "seed", "level", "xof"])
 
 
 @dataclasses.dataclass(frozen=True)

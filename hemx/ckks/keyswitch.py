@@ -36,11 +36,14 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from hemx.ckks.keys import KeyMaterial
 from hemx.errors import ParameterError
+from hemx.kernels import automorphism
 from hemx.kernels import bconv as bconv_kernels
 from hemx.kernels import modarith
 from hemx.kernels import native
 from hemx.kernels import ntt as ntt_kernels
+from hemx.kernels import prng
 
 
 def limb_plan(plan, start: int, stop: int):
@@ -105,12 +108,70 @@ def modup(x_ntt, plan, modup_plans, *, digits, num_p: int, num_q: int):
                          lambda x, pl, mps: _modup_jax(x, pl, mps, **kw), x_ntt, plan, modup_plans)
 
 
-def inner_product(ext, key, plan, *, num_p: int, num_q: int):
-    """``sum_d ext_d * (b_d, a_d)`` over ``Q_l P``: ``(..., D, m, N) x (D, 2, M, N) -> (..., 2, m, N)``."""
+def as_material(key) -> KeyMaterial:
+    """A kernel's key argument as :class:`~hemx.ckks.keys.KeyMaterial` (a bare ``(D, 2, M, N)`` array is a full
+    key; a bare ``(D, 1, M, N)`` one, a compact key's data without its stream key, is refused)."""
+    if isinstance(key, KeyMaterial):
+        return key
+    if len(key.shape) == 4 and key.shape[1] == 1:
+        raise ParameterError("a compact switching key's data holds its b halves only: pass key.material (the data "
+                             "and its stream key), not key.data")
+    return KeyMaterial(key)
+
+
+def key_rows(key, plan, *, digits: int, rows: int):
+    """The key's pairs ``(b_d, a_d)`` for its first ``digits`` digits and ``rows`` rows, ``(digits, 2, rows, N)``:
+    read from a full key; for a compact key its ``b_d`` and the uniform rows generated from its stream key (JAX, any
+    backend; for the dataflows and paths that multiply key rows themselves)."""
+    key = as_material(key)
+    if key.stream is None:
+        return key.data[:digits, :, :rows, :]
+    q = limb_table(plan, 0, rows).q.reshape(-1)
+    a = prng.uniform_rows(key.stream, q, digits=digits, n=key.data.shape[-1])
+    return jnp.stack([key.data[:digits, 0, :rows, :], a], axis=1)
+
+
+def key_array(key, plan):
+    """The whole key as one ``(D, 2, M, N)`` array: a full key's data, or a compact key expanded (for the limb-sharded
+    key switch, which places and slices key rows itself)."""
+    key = as_material(key)
+    if key.stream is None:
+        return key.data
+    return key_rows(key, plan, digits=key.digits, rows=key.rows)
+
+
+def reads_keys_in_place() -> bool:
+    """Whether key switching here runs the one-pass native key product (:func:`hemx.kernels.native.key_product`):
+    keys read in place at any level, compact keys' halves generated, hoisted rotations' digits permuted on the fly.
+    Callers then skip the workarounds for the older path (padding digits to a key's rows to avoid sliced copies)."""
+    return native.has_seeded_keys()
+
+
+def inner_product(ext, key, plan, *, num_p: int, num_q: int, index_map=None):
+    """``sum_d x_d * (b_d, a_d)`` over ``Q_l P``: ``(..., D, m, N) x key -> (..., 2, m, N)``, ``x_d`` the digits ``ext``
+    or, with ``index_map`` (an automorphism's ``(N,)`` map), the digits permuted by it (a hoisted rotation).
+
+    ``key``: :class:`~hemx.ckks.keys.KeyMaterial` (or a full key's ``(D_k, 2, M, N)`` array) with at least the
+    ``D`` digits and ``m = num_p + num_q`` rows of ``ext``: its leading digits and rows are read. On CPU with the
+    native library this is one pass (:func:`hemx.kernels.native.key_product`): the key read in place, a compact
+    key's uniform halves generated as it goes, the digits read through the map (nothing permuted or sliced is
+    stored). Elsewhere the JAX kernels: the automorphism, the key rows (a compact key's expanded,
+    :func:`key_rows`), the inner product. Bit-identical."""
     m = num_p + num_q
     table = limb_table(plan, 0, m)
-    # the digits present at this level (a lower level has fewer); native on CPU where available, exact JAX elsewhere
-    return modarith.mul_sum(ext, key[: ext.shape[-3], ..., :m, :], table)
+    key = as_material(key)
+    digits = ext.shape[-3]  # the digits present at this level (a lower level has fewer)
+
+    def jax_fn(x, k, tab, imap):
+        if imap is not None:
+            x = automorphism.apply_ntt_automorphism(x, imap)
+        rows = k.data[:digits, ..., :m, :] if k.stream is None else key_rows(k, plan, digits=digits, rows=m)
+        return modarith.mul_sum(x, rows, tab)
+
+    if not reads_keys_in_place():
+        return jax_fn(ext, key, table, index_map)
+    return native.on_cpu(lambda x, k, tab, imap: native.key_product(x, k.data, tab.q, stream=k.stream, index_map=imap),
+                         jax_fn, ext, key, table, index_map)
 
 
 def _ranges_plan(plan, ranges: tuple[tuple[int, int], ...]):
@@ -270,6 +331,7 @@ def keyswitch_dc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, *, digits, 
     """Digit-Centric: digit by digit through ModUp, NTT and the key product into a running sum."""
     m = num_p + num_q
     table = limb_table(plan, 0, m)
+    key = key_rows(key, plan, digits=len(digits), rows=m)
     x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, num_p, num_p + num_q))
     acc = None
     for d, ((lo, hi), bplan) in enumerate(zip(digits, modup_plans)):
@@ -314,6 +376,7 @@ def keyswitch_oc(x_ntt, key, plan, modup_plans, moddown_plan, p_inv, *, digits, 
     """
     kept = num_q if fold is None else fold.kept()
     conv_plan, inv = (moddown_plan, p_inv) if fold is None else (fold.conv, fold.inv)
+    key = key_rows(key, plan, digits=len(digits), rows=num_p + num_q)
     x_coef = ntt_kernels.intt(x_ntt, limb_plan(plan, num_p, num_p + num_q))
     operands = [bconv_kernels.bat_operand(bconv_kernels.scale_step(x_coef[..., lo:hi, :], bp), bp)
                 for (lo, hi), bp in zip(digits, modup_plans)]
@@ -378,7 +441,8 @@ def keyswitch(x_ntt, key, plan, tables, *, num_p: int, reduction: str, dataflow:
 
     Args:
         x_ntt: ``(..., num_q, N)`` over ``Q_l`` (NTT domain).
-        key: the switching key's data, ``(D, 2, num_p + L, N)``.
+        key: the switching key's :class:`~hemx.ckks.keys.KeyMaterial` (or a full key's ``(D, 2, num_p + L, N)``
+            array), with at least this level's digits and rows.
         plan: the context's NTT plan over ``P + Q``.
         tables: the level's :class:`hemx.ckks.tables.LevelTables` (digits, ``num_q``, ModUp/ModDown plans).
         num_p: number of special (P) limbs; reduction: known-operand reduction; dataflow: "mp", "dc", "oc".

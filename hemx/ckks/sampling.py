@@ -7,9 +7,19 @@ PCG64, which is *not* a cryptographic generator, and says so.
 
 Seeded uniform polynomials: the uniform half ``a_d`` of every switching key is not drawn directly but expanded
 from a 32-byte seed (:meth:`Sampler.seed`, from the OS CSPRNG) by :func:`expand_seed`, so a serialized key stores
-the seed instead of ``a_d`` (as SEAL and Lattigo do). The expansion is SHAKE-256, one stream per (digit, modulus),
-turned into exact uniform residues by rejection sampling; it is a fixed function of the seed, so it is part of the
-serialization format (``XOF_LABEL`` names its version).
+the seed instead of ``a_d`` (as SEAL and Lattigo do), and a compact key in memory holds only its ``b_d`` and a
+stream key, its ``a_d`` generated inside each key switch. One stream per (digit, modulus), turned into exact
+uniform residues by rejection sampling; the expansion is a fixed function of the seed and part of the
+serialization format. Two exist:
+
+* ``"chacha20"`` (keys made now; format version 5): the ChaCha20 streams of :mod:`hemx.kernels.prng` under the
+  stream key :func:`stream_key` = the first 32 bytes of SHAKE-256(``CHACHA_LABEL`` || seed). Fast enough to run
+  inside the key switch (native AVX-512 / AVX2 / NEON kernels, and JAX everywhere else).
+* ``"shake256"`` (keys made before; ``XOF_LABEL``): SHAKE-256 of the label, the seed and (N, digit, q); such keys
+  are expanded whole when loaded.
+
+The seed is public (it is part of the evaluation key, as ``a_d`` itself is); what the expansion must give is
+uniform-looking ``a_d``, which both extendable-output constructions do.
 """
 
 from __future__ import annotations
@@ -23,10 +33,12 @@ from typing import Sequence
 import numpy as np
 
 from hemx.errors import ParameterError
+from hemx.kernels import native, prng
 
 GAUSSIAN_TAIL = 6.0  # errors are clipped at 6 sigma (as SEAL's clipped normal)
 SEED_BYTES = 32  # seeds of expanded uniform polynomials (256 bits, as SEAL's and Lattigo's PRNG seeds)
-XOF_LABEL = b"hemx/seeded-uniform/shake256/v1"  # domain of every expansion; a new expansion needs a new label
+XOF_LABEL = b"hemx/seeded-uniform/shake256/v1"  # domain of the SHAKE-256 expansion; a new expansion needs a new label
+CHACHA_LABEL = b"hemx/seeded-uniform/chacha20/v2"  # domain of the ChaCha20 stream keys
 _STREAM = struct.Struct("<QQQ")  # (N, digit, modulus) after the label and the seed: one stream each
 
 
@@ -134,16 +146,27 @@ def _words_needed(n: int, q: int) -> int:
     return int(mean + 8.0 * math.sqrt(mean * reject) + 64)
 
 
-def expand_seed(seed: bytes, moduli: Sequence[int], n: int, digits: int = 1) -> np.ndarray:
+def stream_key(seed: bytes) -> np.ndarray:
+    """The ChaCha20 stream key of a seed: uint32 ``(8,)``, the first 32 bytes of SHAKE-256(``CHACHA_LABEL`` ||
+    seed) as little-endian words (:mod:`hemx.kernels.prng`)."""
+    seed = check_seed(seed)
+    return np.frombuffer(hashlib.shake_256(CHACHA_LABEL + seed).digest(32), dtype="<u4").astype(np.uint32)
+
+
+def expand_seed(seed: bytes, moduli: Sequence[int], n: int, digits: int = 1, *, xof: str = "shake256") -> np.ndarray:
     """Uniform residues expanded from a seed: uint32 ``(digits, len(moduli), n)``, row ``(d, l)`` uniform mod
     ``moduli[l]``.
 
-    Row ``(d, l)`` is a function of ``(seed, n, d, moduli[l])`` only: the SHAKE-256 stream of ``XOF_LABEL || seed ||
-    n || d || q`` (64-bit little-endian integers) read as little-endian 32-bit words, of which those below
-    ``floor(2^32 / q) q`` are kept and reduced mod ``q`` (exactly uniform: each residue has the same number of
-    preimages); the first ``n`` kept words are the row. A row therefore does not depend on which other moduli are
-    expanded with it or in which order (a key expanded at a lower level, or over a reordered basis, agrees on every
-    shared limb). One digest per row (a few hundred kilobytes at N = 2^16), numpy for the rest.
+    Row ``(d, l)`` is a function of ``(seed, n, d, moduli[l])`` only, so it does not depend on which other moduli
+    are expanded with it or in which order (a key expanded at a lower level, or over a reordered basis, agrees on
+    every shared limb).
+
+    * ``xof="chacha20"``: the ChaCha20 stream of ``(stream_key(seed), d, q, n)`` (:mod:`hemx.kernels.prng`: masked
+      rejection sampling), by the native kernel where available, else the JAX definition (bit-identical).
+    * ``xof="shake256"``: the SHAKE-256 stream of ``XOF_LABEL || seed || n || d || q`` (64-bit little-endian
+      integers) read as little-endian 32-bit words, of which those below ``floor(2^32 / q) q`` are kept and
+      reduced mod ``q`` (exactly uniform: each residue has the same number of preimages); the first ``n`` kept
+      words are the row. One digest per row (a few hundred kilobytes at N = 2^16), numpy for the rest.
     """
     seed = check_seed(seed)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
@@ -154,6 +177,14 @@ def expand_seed(seed: bytes, moduli: Sequence[int], n: int, digits: int = 1) -> 
     if any(not 1 < q < 1 << 32 for q in qs):
         raise ParameterError(f"moduli must be in (1, 2^32), got {qs}")
     n, digits = int(n), int(digits)
+    if xof == "chacha20":
+        if any(q % 2 == 0 or q >= 1 << 31 for q in qs):
+            raise ParameterError(f"the chacha20 expansion needs odd moduli below 2^31, got {qs}")
+        if not digits or not qs:
+            return np.empty((digits, len(qs), n), dtype=np.uint32)
+        return np.asarray(uniform_rows(stream_key(seed), qs, digits=digits, n=n))
+    if xof != "shake256":
+        raise ParameterError(f"unknown seed expansion {xof!r}; choose 'chacha20' or 'shake256'")
     out = np.empty((digits, len(qs), n), dtype=np.uint32)
     for l, q in enumerate(qs):
         top = np.uint32(((1 << 32) // q) * q - 1)  # keep words <= top: below the largest multiple of q
@@ -164,6 +195,16 @@ def expand_seed(seed: bytes, moduli: Sequence[int], n: int, digits: int = 1) -> 
             kept = kept[:n] if len(kept) >= n else _long_row(seed, n, d, q, 2 * count)
             np.remainder(kept, np.uint32(q), out=out[d, l])
     return out
+
+
+def uniform_rows(key, moduli, *, digits: int, n: int):
+    """The ChaCha20 rows ``(digits, m, n)`` of a stream key over ``moduli`` (:mod:`hemx.kernels.prng`), a JAX
+    array: the native kernel on CPU where the library has it, the JAX definition elsewhere (bit-identical)."""
+    key = np.asarray(key, dtype=np.uint32)
+    q = np.asarray([int(x) for x in moduli], dtype=np.uint32)
+    if native.has_seeded_keys():
+        return native.uniform(key, q, digits=digits, n=n)
+    return prng.uniform_rows(key, q, digits=digits, n=n)
 
 
 def _long_row(seed: bytes, n: int, digit: int, q: int, count: int) -> np.ndarray:

@@ -457,6 +457,7 @@ def keyswitch(x_ntt, key, plan, tables: ShardedLevelTables, *, num_p: int, reduc
     Bit-identical to one device."""
     if dataflow not in ks.DATAFLOWS:
         return ks.keyswitch(x_ntt, key, plan, tables, num_p=num_p, reduction=reduction, dataflow=dataflow)
+    key = ks.key_array(key, plan)
     spec = tables.shard
     mesh, num_q = spec.mesh, tables.num_q
     lead = tuple(x_ntt.shape[:-2])
@@ -524,6 +525,8 @@ def rotate_hoisted(ct, index_maps, keys, plan, tables: ShardedLevelTables, *, nu
     """:func:`hemx.ckks.evaluator.rotate_hoisted` with the key switches by ``jax.shard_map``: one ModUp of c1 (the
     MP exchange), then per Galois element the local key product, ModDown and output exchange. ``ct``
     ``(..., 2, num_q, N)``, ``keys`` ``(R, dnum, 2, M, N)`` -> ``(R, ..., 2, num_q, N)``. Bit-identical."""
+    if isinstance(keys, (tuple, list)):
+        keys = jnp.stack([ks.key_array(k, plan) for k in keys])
     spec = tables.shard
     mesh, num_q = spec.mesh, tables.num_q
     lead = tuple(ct.shape[:-3])

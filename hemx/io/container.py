@@ -17,7 +17,9 @@ expanded from a seed stores its ``b_d`` alone and the seed as 64 hex digits (see
 object without such a key is still written as version 1, byte for byte as before, so older hemx reads it; this
 version reads every one. Version 3 (magnitude bounds) adds one header field to ciphertexts and plaintexts: ``max_abs``,
 the public bound on ``max |value|`` the object carries (``Ciphertext.bound``); one without a bound is still written as
-version 1.
+version 1. Version 4 adds levelled switching keys (``"level"`` / ``"levels"``). Version 5 names the seed expansion
+of seeded keys made with the ChaCha20 streams (``"xof": "chacha20"`` for a lone key, ``"xofs"`` by section name in a
+bundle); a seed without that field is expanded with SHAKE-256, as every key of versions 2-4 was.
 
 The checksum detects truncation and accidental corruption; it is not a signature (anyone can recompute it),
 so every decoded field is validated as well. Nothing here is executable: no pickle, no object graphs.
@@ -35,11 +37,12 @@ from typing import Mapping, Sequence
 from hemx.errors import SerializationError
 
 MAGIC = b"\x89HEMX\r\n\x1a"
-FORMAT_VERSION = 4  # the newest version this hemx reads and writes
+FORMAT_VERSION = 5  # the newest version this hemx reads and writes
 BASE_VERSION = 1  # what objects without seeded keys are written as
 SEEDED_KEYS_VERSION = 2  # the first version with seeded switching keys
 MAGNITUDE_BOUND_VERSION = 3  # the first version whose ciphertexts / plaintexts may carry max_abs
 LEVELLED_KEYS_VERSION = 4  # the first version with switching keys that serve levels up to l only (fewer rows)
+NAMED_XOF_VERSION = 5  # the first version whose seeded keys may name their seed expansion ("chacha20")
 PREFIX = struct.Struct("<8sHHI")
 DIGEST_SIZE = 32
 MAX_HEADER = 1 << 24  # a header is metadata only; anything larger is not ours
@@ -260,6 +263,13 @@ class HeaderReader:
         if not isinstance(value, dict) or not all(_is_hex(v, size) for v in value.values()):
             raise self._bad(name, f"a JSON object of {2 * size}-hex-digit strings ({size} bytes each)")
         return {k: bytes.fromhex(v) for k, v in value.items()}
+
+    def string_map(self, name: str, choices: Sequence[str]) -> dict[str, str]:
+        """A JSON object whose every value is one of ``choices``."""
+        value = self._get(name)
+        if not isinstance(value, dict) or not all(isinstance(v, str) and v in choices for v in value.values()):
+            raise self._bad(name, f"a JSON object of strings in {list(choices)}")
+        return dict(value)
 
     def integer_map(self, name: str, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
         """A JSON object whose every value is an int in ``[lo, hi]`` (booleans rejected)."""

@@ -23,6 +23,9 @@ Seeded switching keys (format version 2): a key made by ``keygen`` carries the 3
 ``a_d`` were expanded from (:func:`hemx.ckks.sampling.expand_seed`); it is stored as its ``b_d`` plus the seed in
 the header (64 hex digits: ``"seed"`` for a lone key, ``"seeds"`` by section name in a bundle), and loading expands
 the ``a_d`` again. Half the bytes of the unseeded layout. A key without a seed is stored whole, as in version 1.
+Keys made since format version 5 expand their seeds with ChaCha20 (``"xof": "chacha20"``, ``"xofs"`` by section
+name; absent: SHAKE-256). Such a key loads as the context holds keys (``Context.key_storage``): compact (its ``b_d``
+and the stream key, the ``a_d`` generated inside each key switch: nothing to expand) or full (expanded on load).
 """
 
 from __future__ import annotations
@@ -35,15 +38,17 @@ import numpy as np
 
 from hemx.ckks.ciphertext import Ciphertext, Plaintext
 from hemx.ckks.context import Context
-from hemx.ckks.keygen import key_dims
+from hemx.ckks.keygen import full_key, key_dims
 from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey
 from hemx.ckks.params import CKKSParameters
-from hemx.ckks.sampling import SEED_BYTES, expand_seed
+from hemx.ckks.keys import XOFS
+from hemx.ckks.sampling import SEED_BYTES, expand_seed, stream_key
 from hemx.errors import ContextMismatchError, KeyMismatchError, ParameterError, SecretMaterialError, SerializationError
 from hemx.io import bitpack, keytags
 from hemx.io import parameters as param_codec
 from hemx.io.container import (
-    BASE_VERSION, LEVELLED_KEYS_VERSION, MAGNITUDE_BOUND_VERSION, SEEDED_KEYS_VERSION, Envelope, HeaderReader,
+    BASE_VERSION, LEVELLED_KEYS_VERSION, MAGNITUDE_BOUND_VERSION, NAMED_XOF_VERSION, SEEDED_KEYS_VERSION, Envelope,
+    HeaderReader,
 )
 
 MAX_BATCH_AXES = 16
@@ -302,12 +307,17 @@ def _switching_section(key: SwitchingKey, context: Context, name: str) -> Sectio
     _check_galois(params, key.kind, key.galois)
     _check_key_level(params, key.level)
     shape = switching_key_shape(params, key.level)
-    _check_shape(key.data.shape, shape, "switching key", batch=False)
+    _check_shape(key.data.shape, shape[:1] + (1 if key.compact else 2,) + shape[2:], "switching key", batch=False)
     moduli = pq_moduli(params)[: shape[2]]
     if key.seed is None:
-        return Section(name, key.data, moduli)
+        return Section(name, _full_data(key, context), moduli)
     _check_seed_matches(key, params)
     return Section(name, key.data, moduli, part=0)
+
+
+def _full_data(key: SwitchingKey, context: Context):
+    """The pairs ``(b_d, a_d)`` of a key: its data, or a compact key's ``b_d`` with its generated ``a_d``."""
+    return full_key(context, key).data
 
 
 def _check_key_level(params: CKKSParameters, level) -> None:
@@ -318,12 +328,19 @@ def _check_key_level(params: CKKSParameters, level) -> None:
 
 def _check_seed_matches(key: SwitchingKey, params: CKKSParameters) -> None:
     """Spot check before storing a seed instead of ``a_d``: the first limb of every digit's ``a_d`` must be the
-    seed's expansion (one limb in ``k + L``, so cheap), else the written key would silently differ from this one."""
+    seed's expansion (one limb in ``k + L``, so cheap), else the written key would silently differ from this one; a
+    compact key's stream key must be its seed's."""
     if not isinstance(key.seed, bytes) or len(key.seed) != SEED_BYTES:
         raise SerializationError(f"a switching key's seed must be {SEED_BYTES} bytes")
+    if key.compact:
+        if key.xof != "chacha20" or not np.array_equal(np.asarray(key.stream), stream_key(key.seed)):
+            raise SerializationError("the compact switching key's stream key does not match its seed (the key was "
+                                     "changed after keygen); rebuild it with dataclasses.replace(key, seed=None) to "
+                                     "store it whole")
+        return
     digits = key.data.shape[0]
     first = pq_moduli(params)[:1]
-    want = expand_seed(key.seed, first, params.n, digits)[:, 0]
+    want = expand_seed(key.seed, first, params.n, digits, xof=key.xof)[:, 0]
     if not np.array_equal(np.asarray(key.data[:, 1, 0]), want):
         raise SerializationError(
             "the switching key's uniform half does not match its seed (the key data was changed after keygen); "
@@ -331,11 +348,18 @@ def _check_seed_matches(key: SwitchingKey, params: CKKSParameters) -> None:
         )
 
 
-def _expand_key(b: np.ndarray, seed: bytes, params: CKKSParameters) -> np.ndarray:
-    """A seeded key's data ``(D, 2, M, N)`` from its stored ``b_d`` ``(D, M, N)`` and its seed (``M = k + L``, or
-    fewer limbs for a key that serves the lower levels only)."""
-    a = expand_seed(seed, pq_moduli(params)[: b.shape[1]], params.n, b.shape[0])
-    return np.stack([b, a], axis=1)
+def _seeded_key(b: np.ndarray, seed: bytes, xof: str, context: Context, kind: str, galois: int | None, key_id: int,
+                level: int | None) -> SwitchingKey:
+    """A seeded key from its stored ``b_d`` ``(D, M, N)`` and its seed (``M = k + L``, or fewer limbs for a key that
+    serves the lower levels only): compact where the context keeps compact keys and the expansion is ChaCha20,
+    else with its ``a_d`` expanded."""
+    params = context.params
+    meta = dict(seed=seed, level=level, xof=xof)
+    if xof == "chacha20" and context.key_storage == "compact":
+        return SwitchingKey(jnp.asarray(b)[:, None], kind, galois, context.id, key_id,
+                            stream=jnp.asarray(stream_key(seed)), **meta)
+    a = expand_seed(seed, pq_moduli(params)[: b.shape[1]], params.n, b.shape[0], xof=xof)
+    return SwitchingKey(jnp.asarray(np.stack([b, a], axis=1)), kind, galois, context.id, key_id, **meta)
 
 
 def _seeded_shape(params: CKKSParameters, level: int | None = None) -> tuple[int, ...]:
@@ -349,6 +373,16 @@ def _check_levels_allowed(envelope: Envelope, what: str) -> None:
             f"the {what} header has levelled keys, which format version {envelope.version} does not have "
             f"(they came with version {LEVELLED_KEYS_VERSION}); the data was altered"
         )
+
+
+def _check_xof_allowed(envelope: Envelope, what: str, seeded: bool) -> None:
+    if envelope.version < NAMED_XOF_VERSION:
+        raise SerializationError(
+            f"the {what} header names a seed expansion, which format version {envelope.version} does not have "
+            f"(it came with version {NAMED_XOF_VERSION}); the data was altered"
+        )
+    if not seeded:
+        raise SerializationError(f"the {what} header names a seed expansion but holds no seed")
 
 
 def _check_seeds_allowed(envelope: Envelope, what: str) -> None:
@@ -395,7 +429,10 @@ def encode_switching_key(key: SwitchingKey, context: Context) -> Encoded:
         return Encoded("switching_key", header, (section,), version) if version != BASE_VERSION else \
             Encoded("switching_key", header, (section,))
     header["seed"] = key.seed.hex()
-    return Encoded("switching_key", header, (section,), max(version, SEEDED_KEYS_VERSION))
+    version = max(version, SEEDED_KEYS_VERSION)
+    if key.xof != "shake256":  # absent for SHAKE-256 seeds: versions 2-4 read them as before
+        header["xof"], version = key.xof, NAMED_XOF_VERSION
+    return Encoded("switching_key", header, (section,), version)
 
 
 def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
@@ -403,11 +440,14 @@ def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
     kind = reader.string("key_kind", SWITCHING_KINDS)
     galois = reader.optional_integer("galois")
     seed = reader.hex_bytes("seed", SEED_BYTES) if reader.has("seed") else None
+    xof = reader.string("xof", XOFS) if reader.has("xof") else "shake256"
     params = context.params
     level = reader.integer("level", 0, params.max_level) if reader.has("level") else None
     reader.finish()
     if seed is not None:
         _check_seeds_allowed(envelope, "switching key")
+    if "xof" in envelope.header:
+        _check_xof_allowed(envelope, "switching key", seed is not None)
     if level is not None:
         _check_levels_allowed(envelope, "switching key")
     _check_galois(params, kind, galois)
@@ -415,10 +455,9 @@ def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
     moduli = pq_moduli(params)[: shape[2]]
     if seed is None:
         data = _read_sections(envelope, {"data": (shape, moduli)})["data"]
-    else:
-        b = _read_sections(envelope, {"data": (_seeded_shape(params, level), moduli)})["data"]
-        data = _expand_key(b, seed, params)
-    return SwitchingKey(jnp.asarray(data), kind, galois, context.id, key_id, seed=seed, level=level)
+        return SwitchingKey(jnp.asarray(data), kind, galois, context.id, key_id, level=level, xof=xof)
+    b = _read_sections(envelope, {"data": (_seeded_shape(params, level), moduli)})["data"]
+    return _seeded_key(b, seed, xof, context, kind, galois, key_id, level)
 
 
 def _galois_section_name(g: int) -> str:
@@ -436,12 +475,15 @@ def encode_evaluation_keys(keys: EvaluationKeys, context: Context) -> Encoded:
     _check_key_owner(keys.public, context, keys.key_id, "public key")
     sections = [_public_section(keys.public, context, "public")]
     seeds: dict[str, str] = {}
+    xofs: dict[str, str] = {}
     levels: dict[str, int] = {}
 
     def add(key: SwitchingKey, name: str) -> None:
         sections.append(_switching_section(key, context, name))
         if key.seed is not None:
             seeds[name] = key.seed.hex()
+            if key.xof != "shake256":
+                xofs[name] = key.xof
         if key.level is not None:
             levels[name] = key.level
 
@@ -473,7 +515,10 @@ def encode_evaluation_keys(keys: EvaluationKeys, context: Context) -> Encoded:
         return Encoded("evaluation_keys", header, tuple(sections), version) if version != BASE_VERSION else \
             Encoded("evaluation_keys", header, tuple(sections))
     header["seeds"] = seeds  # section name -> seed of the key stored there as its b_d alone
-    return Encoded("evaluation_keys", header, tuple(sections), max(version, SEEDED_KEYS_VERSION))
+    version = max(version, SEEDED_KEYS_VERSION)
+    if xofs:  # section name -> the seed's expansion where it is not SHAKE-256 (absent: versions 2-4 read it)
+        header["xofs"], version = xofs, NAMED_XOF_VERSION
+    return Encoded("evaluation_keys", header, tuple(sections), version)
 
 
 def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKeys:
@@ -483,12 +528,18 @@ def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKe
     names = NAMED_SWITCHING if "encapsulation" in envelope.header and reader.boolean("encapsulation") else ()
     has_seeds = reader.has("seeds")
     seeds = reader.hex_bytes_map("seeds", SEED_BYTES) if has_seeds else {}
+    xofs = reader.string_map("xofs", XOFS) if reader.has("xofs") else {}
     params = context.params
     has_levels = reader.has("levels")
     levels = reader.integer_map("levels", 0, params.max_level) if has_levels else {}
     reader.finish()
     if has_seeds:
         _check_seeds_allowed(envelope, "evaluation keys")
+    if "xofs" in envelope.header:
+        _check_xof_allowed(envelope, "evaluation keys", has_seeds)
+        if not xofs or set(xofs) - set(seeds):
+            raise SerializationError(f"the evaluation keys name seed expansions for {sorted(set(xofs) - set(seeds))} "
+                                     "which hold no seed, or an empty map")
     if has_levels:
         _check_levels_allowed(envelope, "evaluation keys")
     if len(set(elements)) != len(elements):
@@ -513,8 +564,8 @@ def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKe
         seed = seeds.get(name)
         data = arrays.pop(name)  # drop the stored b_d as soon as the key is built (large key sets)
         if seed is not None:
-            data = _expand_key(data, seed, params)
-        return SwitchingKey(jnp.asarray(data), kind, g, context.id, key_id, seed=seed, level=levels.get(name))
+            return _seeded_key(data, seed, xofs.get(name, "shake256"), context, kind, g, key_id, levels.get(name))
+        return SwitchingKey(jnp.asarray(data), kind, g, context.id, key_id, level=levels.get(name))
 
     return EvaluationKeys(
         public=PublicKey(jnp.asarray(arrays["public"]), context.id, key_id),

@@ -6,7 +6,9 @@
 * :mod:`hemx.nn.activations`: ReLU as ``x (1 + sign(x)) / 2`` with a composite minimax sign approximation, and its
   error bound.
 * :mod:`hemx.nn.compiler`: :func:`compile` (fold batch norms, calibrate, pack, assign levels, place bootstraps)
-  -> a :class:`CompiledNetwork` with an inspectable :class:`Plan`.
+  -> a :class:`CompiledNetwork` with an inspectable :class:`Plan`; ``net.run(..., diagonals=net.diagonals())``
+  takes the linear layers' data as arguments of a traced program, and :func:`lift_constants` the context's tables
+  too (:mod:`hemx.nn.program`), for ``jax.export`` without large constants.
 * front ends: :func:`from_jax` (any JAX function, read from its jaxpr: Flax, Haiku, Equinox or plain JAX) and
   :func:`from_keras_h5` (Keras ``.h5`` weights, read with h5py);
 * :mod:`hemx.nn.models`: ResNet-20 in plain JAX (init, apply, graph, the shipped Fashion-MNIST weights);
@@ -22,6 +24,7 @@ from hemx.nn.graph import (
 from hemx.nn.packing import Layout, image_layout, vector_layout
 from hemx.nn.activations import SignComposite, relu_approx, relu_error_bound, sign_composite
 from hemx.nn.compiler import CompiledNetwork, Plan, Step, compile  # noqa: A004 (shadows the builtin on purpose)
+from hemx.nn.program import LiftedProgram, lift_constants
 from hemx.nn.trace import from_jax
 from hemx.nn.keras import from_keras_h5
 from hemx.nn.models import load_resnet20_fmnist, resnet20_apply, resnet20_graph, resnet20_init
@@ -31,5 +34,5 @@ __all__ = [
     "Affine", "Add", "Activation", "reference", "sequential",
     "Layout", "image_layout", "vector_layout", "SignComposite", "sign_composite", "relu_error_bound", "relu_approx",
     "compile", "CompiledNetwork", "Plan", "Step", "from_jax", "from_keras_h5", "resnet20_init", "resnet20_apply",
-    "resnet20_graph", "load_resnet20_fmnist",
+    "resnet20_graph", "load_resnet20_fmnist", "lift_constants", "LiftedProgram",
 ]

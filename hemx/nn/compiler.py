@@ -38,6 +38,7 @@ import dataclasses
 import math
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 from hemx.circuits import CKKSEvaluator, SimCiphertext, SlotSimulator, as_evaluator, evaluate_polynomial, \
@@ -235,7 +236,52 @@ class CompiledNetwork:
             backend = backend.ctx
         return self.decode_output(backend.decrypt(out, keys))
 
-    def run(self, backend, keys, encrypted_input, *, progress=None, release_diagonals: bool | None = None):
+    def program_steps(self) -> tuple[Step, ...]:
+        """The steps whose plaintext data :meth:`diagonals` holds: the linear layers and the global average pools."""
+        return tuple(s for s in self.plan.steps if s.kind in ("linear", "gap"))
+
+    def diagonals(self, *, abstract: bool = False) -> dict:
+        """The plaintext data of the linear layers, for :meth:`run`'s ``diagonals``: the arguments that keep a traced
+        network (``jax.jit``, ``jax.export``) free of large constants.
+
+        Returns ``{step name: {"diagonals": (plaintext_mults, slots), "bias": (num_out_cts, slots)}}`` for each
+        linear layer (each non-zero diagonal pre-rotated by its giant step, in evaluation order; the bias only when
+        the layer has one) and ``{step name: {"mask": (num_cts, slots)}}`` for each global average pool: float64
+        jax arrays of the slot values, ``plaintext_mults x slots x 8`` bytes per layer (ResNet-20 at ``boot_16``:
+        2.45 GiB), not the encoded plaintexts (about 11 times more at ``boot_16``'s levels). :meth:`run` encodes
+        them one giant step at a time, inside the program when they are traced. With ``abstract=True``:
+        ``jax.ShapeDtypeStruct`` stand-ins, nothing built (``jax.export`` without the data). With parameters,
+        each layer's values are checked to fit the modulus they are encoded at (the checks ``Context.encode``
+        makes, which a traced encoding cannot)."""
+        out = {}
+        for step in self.program_steps():
+            data = step.op.program_data(abstract=abstract)
+            if not abstract and self.params is not None:
+                self._check_fits(step, data)
+            out[step.output] = data
+        return out
+
+    def _check_fits(self, step: Step, data: dict) -> None:
+        """Encoded at the step's level (scale: that level's rescale divisor; a bias the context's scale), every value
+        must stay below half the modulus (a coefficient of the embedding is at most ``max |value| x scale``)."""
+        params = self.params
+        for name, values in data.items():
+            level = step.level_in if name != "bias" else step.level_out
+            peak = float(jnp.max(jnp.abs(values))) if values.size else 0.0
+            if not math.isfinite(peak):
+                raise ParameterError(f"step {step.output!r}: its {name} values are not finite")
+            if level is None or peak == 0.0:
+                continue
+            limbs = params.limbs_at_level(level)
+            log_q = sum(math.log2(q) for q in params.moduli[:limbs])
+            scale = self.scale if name == "bias" else float(math.prod(
+                params.moduli[params.limbs_at_level(level - 1):limbs]))
+            if math.log2(peak) + math.log2(scale) >= log_q - 1:
+                raise OverflowBoundError(f"step {step.output!r}: its {name} values reach {peak:.4g}, which at scale "
+                                         f"2^{math.log2(scale):.1f} do not fit the modulus at level {level}")
+
+    def run(self, backend, keys, encrypted_input, *, progress=None, release_diagonals: bool | None = None,
+            diagonals: dict | None = None):
         """Evaluate the network on an encrypted (or simulated) input from :meth:`encrypt_input`.
 
         ``backend``: a Context (with ``keys``: the evaluation keys of :meth:`keygen`) or a hemx.circuits evaluator
@@ -243,6 +289,12 @@ class CompiledNetwork:
         ``progress``: optional ``fn(step_index, total, step)``. ``release_diagonals``: drop each linear layer's
         float64 diagonals once it has run (default: when encrypted, where memory is short and rebuilding them is
         about 2 % of the time; the simulator keeps them for the next batch).
+
+        ``diagonals``: the layers' data from :meth:`diagonals` (or arrays of the same shapes, e.g. the arguments
+        of a ``jax.jit`` / ``jax.export`` program): each giant step's diagonals are then encoded from it, inside
+        the program when it is traced, and nothing of the layers' size is a constant of the program
+        (``jax.jit(lambda ct, keys, d: net.run(ctx, keys, ct, diagonals=d))``). The same result, bit for bit, as
+        without it.
         """
         ev = as_evaluator(backend, keys)
         if release_diagonals is None:
@@ -253,6 +305,9 @@ class CompiledNetwork:
                                  "compile it for this context")
         if ev.slots != self.plan.slots:
             raise ParameterError(f"the network was compiled for {self.plan.slots} slots, the backend has {ev.slots}")
+        if diagonals is not None:
+            self._check_diagonals(diagonals)
+            release_diagonals = False  # nothing built
         n_in = self.input_layout.num_cts
         if ev.level(encrypted_input) != self.plan.input_level:
             raise LevelError(f"the input is at level {ev.level(encrypted_input)}, the plan expects "
@@ -265,7 +320,8 @@ class CompiledNetwork:
         values: dict[str, list] = {"input": [_unbounded(ev.take(encrypted_input, j)) for j in range(n_in)]}
         last_use = {v: i for i, step in enumerate(self.plan.steps) for v in step.inputs}
         for i, step in enumerate(self.plan.steps):
-            values[step.output] = _execute(ev, step, [values[v] for v in step.inputs], self)
+            data = None if diagonals is None else diagonals.get(step.output)
+            values[step.output] = _execute(ev, step, [values[v] for v in step.inputs], self, data)
             if release_diagonals and hasattr(step.op, "release"):
                 step.op.release()
             for v in set(step.inputs):  # free what no later step reads
@@ -275,6 +331,24 @@ class CompiledNetwork:
                 progress(i + 1, len(self.plan.steps), step)
         outs = values[self._output_value]
         return ev.stack(outs)
+
+    def _check_diagonals(self, diagonals) -> None:
+        """``diagonals`` has the structure and shapes of :meth:`diagonals` (arrays, tracers or stand-ins)."""
+        want = self.diagonals(abstract=True)
+        if not isinstance(diagonals, dict) or set(diagonals) != set(want):
+            got = sorted(diagonals) if isinstance(diagonals, dict) else type(diagonals).__name__
+            raise ParameterError(f"diagonals must be the dict of net.diagonals() (steps {sorted(want)}), got {got}")
+        for name, entries in want.items():
+            given = diagonals[name]
+            if not isinstance(given, dict) or set(given) != set(entries):
+                raise ParameterError(f"diagonals[{name!r}] must hold {sorted(entries)} (net.diagonals())")
+            for key, spec in entries.items():
+                shape = tuple(getattr(given[key], "shape", ()))
+                if shape != spec.shape:
+                    raise ShapeError(f"diagonals[{name!r}][{key!r}] has shape {shape}, the layer's is {spec.shape}")
+                if getattr(given[key], "dtype", None) != np.float64:
+                    raise ParameterError(f"diagonals[{name!r}][{key!r}] must be float64 (the slot values), got "
+                                         f"{getattr(given[key], 'dtype', type(given[key]).__name__)}")
 
 
 def _unbounded(x):
@@ -294,10 +368,10 @@ def _unstack(ev, x, n):
     return [x] if n == 1 else [ev.take(x, j) for j in range(n)]
 
 
-def _execute(ev, step: Step, ins: list[list], net: CompiledNetwork) -> list:
+def _execute(ev, step: Step, ins: list[list], net: CompiledNetwork, data: dict | None = None) -> list:
     kind = step.kind
     if kind == "linear" or kind == "gap":
-        return step.op.apply(ev, ins[0])
+        return step.op.apply(ev, ins[0], data)
     if kind == "flatten":
         return ins[0]
     if kind == "add":

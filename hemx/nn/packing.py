@@ -37,6 +37,11 @@ ciphertexts are rescaled once per giant, then rotated. One level; the plaintext 
 input's level at the scale of that level's rescale, so every layer keeps its input's scale exactly (every tensor
 of a network stays at the context's scale, so residual additions need no alignment beyond a level drop).
 
+Encoding (:func:`encode_values`): each giant step's diagonals are encoded when the step runs, in one jitted
+function (the embedding's FFT, then residues and NTT), from the cached float64 diagonals or from the layer's data
+given as an argument (:meth:`DiagonalMap.program_data`, ``CompiledNetwork.diagonals``): in a traced program the
+data is then an argument and its encoding part of the program, and the two give the same plaintexts bit for bit.
+
 Every layout records whether the slots outside its positions are zero (``clean``); linear maps read only their
 input's positions, so they accept unclean inputs and produce clean outputs.
 """
@@ -44,12 +49,19 @@ input's positions, so they accept unclean inputs and produce clean outputs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from hemx.circuits import CKKSEvaluator
+from hemx.ckks import Plaintext
+from hemx.ckks import evaluator as ckks_evaluator
 from hemx.errors import LevelError, ParameterError, ShapeError
+from hemx.kernels import modarith
 from hemx.nn.graph import batched
 
 DEFAULT_BSGS_RATIO = 2.0  # cost of a giant rotation relative to a hoisted baby rotation
@@ -197,6 +209,8 @@ class DiagonalMap:
         rotations: every non-zero rotation step (for the Galois keys).
         key_switches: rotations executed per evaluation (babies of every input ct, giants of every output ct).
         plaintext_mults: plaintext products per evaluation (the non-zero diagonals).
+        schedule: the evaluation order of :meth:`apply` (per output ciphertext, giant steps and their terms), which
+            is also the row order of :meth:`program_rows`.
     """
 
     depth = 1
@@ -223,6 +237,32 @@ class DiagonalMap:
         self.key_switches = sum(sum(1 for s in v if s) for v in self.babies.values()) + \
             sum(sum(1 for s in v if s) for v in self.giants.values())
         self.plaintext_mults = sum(len(v) for v in self.structure.values())
+        self.schedule = self._schedule()
+
+    def _schedule(self) -> tuple:
+        """The order :meth:`apply` evaluates in: per output ciphertext, its giant steps ``(g, terms)``, each term one
+        ``dot_plain`` of an input ciphertext's baby stack with this giant's diagonals (:class:`_Term`), numbered in
+        :meth:`program_rows`' order (structure only: no diagonal values)."""
+        present = {pair: {int(r) for r in rs} for pair, rs in self.structure.items()}
+        out, row = [], 0
+        for jo in range(self.out_layout.num_cts):
+            giants = []
+            for g in self.giants.get(jo, ()):
+                terms = []
+                for ji, steps in self.babies.items():
+                    have = present.get((jo, ji), ())
+                    keys = tuple((jo, ji, g + s) if g + s in have else None for s in steps)
+                    if all(k is None for k in keys):
+                        continue
+                    pos = np.flatnonzero([k is not None for k in keys]).astype(np.int32)
+                    pos.setflags(write=False)
+                    terms.append(_Term(ji, keys, row, pos))
+                    row += len(pos)
+                giants.append((g, tuple(terms)))
+            out.append(tuple(giants))
+        if row != self.plaintext_mults:
+            raise ParameterError(f"internal: the schedule holds {row} diagonals, the structure {self.plaintext_mults}")
+        return tuple(out)
 
     def _choose_n1(self, ratio: float) -> int:
         best, best_cost = 1, math.inf
@@ -250,6 +290,24 @@ class DiagonalMap:
         the next use rebuilds them (0.002-0.8 s per layer, 3.3 s for the network, measured)."""
         self._values = None
 
+    def program_rows(self) -> np.ndarray:
+        """Every non-zero diagonal, pre-rotated by its giant step, in :attr:`schedule` order:
+        ``(plaintext_mults, slots)`` float64, the layer's data as an argument of a traced program
+        (:meth:`apply` with ``data``; ``CompiledNetwork.diagonals``). Uses the cached diagonals if there are any,
+        and caches nothing."""
+        values = self._values if self._values is not None else self._builder()
+        out = np.empty((self.plaintext_mults, self.slots))
+        for giants in self.schedule:
+            for _, terms in giants:
+                for term in terms:
+                    i = term.start
+                    for key in term.keys:
+                        if key is not None:
+                            jo, ji, r = key
+                            out[i] = np.roll(values[(jo, ji)][r], r - r % self.n1)
+                            i += 1
+        return out
+
     def dense(self) -> np.ndarray:
         """The map as a dense ``(num_out_cts * slots, num_in_cts * slots)`` matrix (tests, small sizes)."""
         s = self.slots
@@ -260,49 +318,59 @@ class DiagonalMap:
                 m[jo * s + idx, ji * s + (idx + r) % s] += d
         return m
 
-    def encode(self, ev, level: int, keys: Sequence) -> Any:
-        """The pre-rotated diagonals ``roll(d_r, giant)`` of ``keys`` (``(jo, ji, r)``, or None for a zero row) as one
-        plaintext batch ``(len(keys),)`` of ``ev`` for a product at ``level``.
+    def _rows(self, term: "_Term") -> np.ndarray:
+        """The pre-rotated diagonals ``roll(d_r, giant)`` of a term's non-zero keys, ``(len(term.pos), slots)``."""
+        values = self.diagonal_values()
+        out = np.empty((len(term.pos), self.slots))
+        for i, k in enumerate(term.pos):
+            jo, ji, r = term.keys[k]
+            out[i] = np.roll(values[(jo, ji)][r], r - r % self.n1)
+        return out
+
+    def encode(self, ev, level: int, term: "_Term") -> Any:
+        """A term's diagonals (one giant step's, for one input ciphertext; a zero row where a baby step has no
+        diagonal) as one plaintext batch ``(len(term.keys),)`` of ``ev`` for a product at ``level``.
 
         Encoded plaintexts are large (at N = 2^16 and level 9, 5.5 MiB each: a 64 -> 64 conv's 1152 diagonals
         would be 6.3 GiB), so :meth:`apply` encodes one giant step's diagonals at a time."""
         if level < 1:
             raise LevelError("a linear layer consumes one level: its input is at level 0 (bootstrap first)")
-        values = self.diagonal_values()
-        rows = np.zeros((len(keys), self.slots))
-        for i, key in enumerate(keys):
-            if key is not None:
-                jo, ji, r = key
-                rows[i] = np.roll(values[(jo, ji)][r], r - r % self.n1)
-        return ev.encode(rows, level=level, scale=ev.rescale_divisor(level))
+        return encode_values(ev, self._rows(term), level=level, scale=ev.rescale_divisor(level),
+                             rows=len(term.keys), pos=term.pos)
 
-    def apply(self, ev, xs: Sequence) -> list:
+    def apply(self, ev, xs: Sequence, data: dict | None = None) -> list:
         """The map on the input ciphertexts ``xs`` (one per input ct, one level, any batch shape) -> output cts.
 
         Per input ciphertext, its baby rotations (hoisted) are stacked once; each giant step's sum over an input
         ciphertext is one :meth:`~hemx.circuits.Evaluator.dot_plain` of that stack with the giant's diagonals (a
         zero row where a baby has no diagonal in this giant: the maps are dense, 94-100 % of the rows at
-        ResNet-20's layers), then one rescale and one giant rotation."""
+        ResNet-20's layers), then one rescale and one giant rotation.
+
+        ``data``: ``{"diagonals": (plaintext_mults, slots)[, "bias": (num_out_cts, slots)]}`` float64 arrays
+        (:meth:`program_data`), possibly traced (arguments of a ``jax.jit`` / ``jax.export`` program); without
+        it the rows come from the cached diagonals (:meth:`diagonal_values`). Both are encoded by
+        :func:`encode_values`, one giant step at a time, so the two give the same plaintexts bit for bit."""
         if len(xs) != self.in_layout.num_cts:
             raise ShapeError(f"the layer takes {self.in_layout.num_cts} ciphertexts, got {len(xs)}")
         level = min(ev.level(x) for x in xs)
         xs = [ev.drop_level(x, level) if ev.level(x) > level else x for x in xs]
         if level < 1:
             raise LevelError("a linear layer consumes one level: its input is at level 0 (bootstrap first)")
+        rows = None if data is None else data["diagonals"]
         stacks = {ji: ev.rotate_stack(xs[ji], steps) for ji, steps in self.babies.items()}
-        present = {pair: {int(r) for r in rs} for pair, rs in self.structure.items()}
         outs = []
-        for jo in range(self.out_layout.num_cts):
+        for jo, giants in enumerate(self.schedule):
             acc_out = None
-            for g in self.giants.get(jo, ()):
+            for g, terms in giants:
                 acc = None
-                for ji, steps in self.babies.items():
-                    have = present.get((jo, ji), ())
-                    keys = [(jo, ji, g + s) if g + s in have else None for s in steps]
-                    if all(k is None for k in keys):
-                        continue
-                    term = ev.dot_plain(stacks[ji], self.encode(ev, level, keys))  # this giant's rows only
-                    acc = term if acc is None else ev.add(acc, term)
+                for term in terms:
+                    if rows is None:
+                        pt = self.encode(ev, level, term)  # this giant's rows only
+                    else:
+                        pt = encode_values(ev, rows[term.start:term.start + len(term.pos)], level=level,
+                                           scale=ev.rescale_divisor(level), rows=len(term.keys), pos=term.pos)
+                    product = ev.dot_plain(stacks[term.ji], pt)
+                    acc = product if acc is None else ev.add(acc, product)
                 acc = ev.rescale(acc)
                 if g:
                     acc = ev.rotate(acc, g)
@@ -311,9 +379,32 @@ class DiagonalMap:
                 first = ev.rescale(ev.mul_const(xs[0], 0.0, plain_scale=ev.rescale_divisor(level)))
                 acc_out = first
             if self.bias is not None and np.any(self.bias[jo]):
-                acc_out = ev.add(acc_out, self.bias[jo])
+                acc_out = add_values(ev, acc_out, self.bias[jo] if data is None else data["bias"][jo])
             outs.append(acc_out)
         return outs
+
+    def program_data(self, *, abstract: bool = False) -> dict:
+        """The layer's argument of a traced program (:meth:`apply`'s ``data``): ``{"diagonals": ..., "bias": ...}``
+        (the bias only when there is one), jax float64 arrays, or ``jax.ShapeDtypeStruct`` stand-ins with
+        ``abstract=True`` (nothing is built)."""
+        out = {"diagonals": (self.plaintext_mults, self.slots)}
+        if self.bias is not None and np.any(self.bias):
+            out["bias"] = self.bias.shape
+        if abstract:
+            return {k: jax.ShapeDtypeStruct(shape, jnp.float64) for k, shape in out.items()}
+        return {k: jnp.asarray(self.program_rows() if k == "diagonals" else self.bias, dtype=jnp.float64)
+                for k in out}
+
+
+class _Term(NamedTuple):
+    """One ``dot_plain`` of :meth:`DiagonalMap.apply`: input ciphertext ``ji``, the diagonal ``(jo, ji, r)`` of each
+    baby step (None: a zero row), its first row in :meth:`DiagonalMap.program_rows`, and the positions ``pos`` of
+    the non-zero rows among the baby steps."""
+
+    ji: int
+    keys: tuple
+    start: int
+    pos: np.ndarray
 
 
 def _group(jo: np.ndarray, ji: np.ndarray, r: np.ndarray) -> dict:
@@ -523,18 +614,134 @@ class GlobalAvgPoolOp:
         self.key_switches = len(self.steps) * in_layout.num_cts
         self.plaintext_mults = in_layout.num_cts
 
-    def apply(self, ev, xs: Sequence) -> list:
+    def apply(self, ev, xs: Sequence, data: dict | None = None) -> list:
+        """``data``: ``{"mask": (num_cts, slots)}`` (:meth:`program_data`), possibly traced, encoded in the program."""
         outs = []
         for j, x in enumerate(xs):
             level = ev.level(x)
             if level < 1:
                 raise LevelError("global average pooling consumes one level: its input is at level 0")
-            y = ev.rescale(ev.mul_plain(x, ev.encode(self.mask[j], level=level, scale=ev.rescale_divisor(level))))
+            mask = encode_values(ev, self.mask[j] if data is None else data["mask"][j], level=level,
+                                 scale=ev.rescale_divisor(level))
+            y = ev.rescale(ev.mul_plain(x, mask))
             for s in self.steps:
                 y = ev.add(y, ev.rotate(y, s))
             outs.append(y)
         return outs
 
+    def program_data(self, *, abstract: bool = False) -> dict:
+        """``{"mask": (num_cts, slots)}`` as a jax float64 array (or a ``jax.ShapeDtypeStruct``)."""
+        if abstract:
+            return {"mask": jax.ShapeDtypeStruct(self.mask.shape, jnp.float64)}
+        return {"mask": jnp.asarray(self.mask, dtype=jnp.float64)}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# encoding inside a traced program: the layers' float64 data as arguments (CompiledNetwork.diagonals)
+# ------------------------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _embed_tables(slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(gather, cr, ci)`` of the canonical embedding at ``slots`` (as :func:`hemx.ckks.encoder.embed`): the slot
+    read at each of the ``2 slots`` odd powers of zeta (slot ``i`` at ``(5^i - 1) / 2``, its conjugate at
+    ``(4 slots - 5^i - 1) / 2``), and the DFT's post-twist ``conj(zeta^j) / (2 slots)``, split in real and imaginary
+    parts. Host arrays, built once per slot count."""
+    m = 2 * slots
+    e = np.array([pow(5, i, 2 * m) for i in range(slots)], dtype=np.int64)
+    gather = np.empty(m, dtype=np.int32)
+    gather[(e - 1) // 2] = np.arange(slots)
+    gather[(2 * m - e - 1) // 2] = np.arange(slots)
+    cw = np.conj(np.exp(1j * np.pi * np.arange(m) / m)) / m
+    for a in (gather, cw):
+        a.setflags(write=False)
+    return gather, np.ascontiguousarray(cw.real), np.ascontiguousarray(cw.imag)
+
+
+@functools.lru_cache(maxsize=None)
+def _pow2_table(moduli: tuple[int, ...]) -> np.ndarray:
+    """:func:`hemx.kernels.modarith.pow2_table` of ``moduli`` (host, once per modulus chain)."""
+    table = modarith.pow2_table(moduli)
+    table.setflags(write=False)
+    return table
+
+
+@functools.partial(jax.jit, static_argnames=("rows", "n", "num_p", "num_q"))
+def _encode_kernel(values, pos, gather, cr, ci, scale, pow2, plan, *, rows, n, num_p, num_q):
+    """Real slot values ``(..., slots)`` -> NTT-domain residues ``(..., num_q, N)``: the encoder's embedding
+    (``hemx.ckks.encoder.embed``: a gather, a half-length real FFT, the twist, times the scale, rounded to
+    integer-valued float64), then residues and NTT in the kernel (``float_ntt_q``, as ``Context.encode``).
+    ``pos``: where the ``values`` rows go among ``rows`` rows (the others zero), or None."""
+    if pos is not None:
+        values = jnp.zeros((rows,) + values.shape[1:], values.dtype).at[pos].set(values)
+    a = jnp.take(values, gather, axis=-1)
+    m = a.shape[-1]
+    h = jnp.fft.rfft(a, axis=-1)
+    hr, hi = jnp.real(h), jnp.imag(h)
+    half = m // 2
+    # fft(a)[j] = conj(rfft(a)[m - j]) above m / 2: Re(fft(a) cw) from the half-length transform. The products
+    # are formed apart from their sums (an optimization barrier: no fused multiply-add), rounded as numpy's are,
+    # so the result does not depend on how XLA fuses this into the program around it
+    lr, li = hr * cr[: half + 1], hi * ci[: half + 1]
+    ur, ui = hr[..., half - 1:0:-1] * cr[half + 1:], hi[..., half - 1:0:-1] * ci[half + 1:]
+    lr, li, ur, ui = jax.lax.optimization_barrier((lr, li, ur, ui))
+    coeffs = jnp.round(jnp.concatenate([lr - li, ur + ui], axis=-1) * scale)  # half to even, as numpy's rint
+    if n != m:
+        coeffs = jnp.zeros(coeffs.shape[:-1] + (n,), coeffs.dtype).at[..., :: n // m].set(coeffs)
+    return ckks_evaluator.float_ntt_q(coeffs, pow2, plan, num_p=num_p, num_q=num_q)
+
+
+def encode_values(ev, values, *, level: int, scale: float, rows: int | None = None, pos=None):
+    """Real slot values ``(..., slots)`` -> a plaintext of ``ev`` at ``level`` and ``scale``: the encoder of every
+    linear layer's diagonals, biases and pooling masks, eager or traced.
+
+    ``rows``, ``pos``: the ``values`` rows are rows ``pos`` of a batch of ``rows`` (the others zero). ``values`` may
+    be traced (an argument of a ``jax.jit`` / ``jax.export`` program): they are then encoded inside the program, so
+    nothing of the encoded size is a constant. Host values are encoded at concrete time, also inside a trace (a
+    constant of the program, as ``Context.encode`` does).
+
+    The steps are ``Context.encode``'s (the embedding's FFT, scaling and rounding to integer-valued float64, then
+    residues and NTT in the kernel), the embedding done by XLA instead of numpy, in one jitted function, so that
+    the eager and the traced encodings are the same computation. Its result may differ from ``Context.encode``'s
+    by one in a few coefficients of the integer polynomial (XLA's FFT and fused multiply-adds round differently
+    from numpy's; far below CKKS noise). The value checks of ``Context.encode`` (finite values, fitting the
+    modulus) are not made on traced values: ``CompiledNetwork.diagonals`` makes them where the data is built. On
+    other evaluators (the slot simulator) the values go through ``ev.encode``."""
+    if not isinstance(ev, CKKSEvaluator):
+        v = np.asarray(values, dtype=np.float64)
+        if pos is not None:
+            full = np.zeros((rows,) + v.shape[1:])
+            full[np.asarray(pos)] = v
+            v = full
+        return ev.encode(v, level=level, scale=scale)
+    ctx = ev.ctx
+    params = ctx.params
+    num_q = params.limbs_at_level(level)
+    gather, cr, ci = _embed_tables(ev.slots)
+    pow2 = _pow2_table(tuple(int(q) for q in params.moduli))[:num_q]
+    if pos is not None and len(pos) == rows:
+        pos = None
+
+    def encode():
+        return _encode_kernel(values, pos, gather, cr, ci, float(scale), pow2, ctx.plan,
+                              rows=None if pos is None else rows, n=params.n, num_p=ctx.num_p, num_q=num_q)
+
+    if isinstance(values, jax.core.Tracer):
+        data = encode()  # traced data: encoded inside the program
+    else:
+        with jax.ensure_compile_time_eval():  # host data, also inside a trace: a constant (as Context.encode)
+            data = encode()
+    return Plaintext(data, int(level), float(scale), ev.slots, False, ctx.id)
+
+
+def add_values(ev, x, values):
+    """``x + values`` (one ciphertext's slot values, possibly traced), the values encoded at ``x``'s level and
+    scale by :func:`encode_values` (other evaluators: ``ev.add`` as it is)."""
+    if not isinstance(ev, CKKSEvaluator):
+        return ev.add(x, np.asarray(values))
+    return ev.add(x, encode_values(ev, values, level=ev.level(x), scale=ev.scale(x)))
+
 
 __all__ = ["Layout", "image_layout", "vector_layout", "DiagonalMap", "conv_map", "avgpool_map", "dense_map",
-           "channel_affine_map", "conv_output_layout", "GlobalAvgPoolOp", "DEFAULT_BSGS_RATIO"]
+           "channel_affine_map", "conv_output_layout", "GlobalAvgPoolOp", "encode_values", "add_values",
+           "DEFAULT_BSGS_RATIO"]

@@ -46,6 +46,28 @@ def test_bad_slots_are_refused_with_a_clear_error():
     assert "Traceback" not in proc.stderr
 
 
+def test_key_storages_run_one_process_each(monkeypatch):
+    """``--key-storage compact,full``: hemx once per slot count and storage, the peers once, each row labelled."""
+    calls = []
+
+    def fake_run_side(side, **kw):
+        calls.append((side, kw["slots"], kw["key_storage"]))
+        return {"side": side, "slots": kw["slots"] or 2048, "median_s": 1.0, "key_storage": kw["key_storage"]}
+
+    monkeypatch.setattr(bb, "run_side", fake_run_side)
+    res = bb.bench_bootstrap(preset="boot_12", sides=("hemx", "desilofhe"), slots=(None, 64),
+                             key_storage=("compact", "full"))
+    assert calls == [("hemx", None, "compact"), ("hemx", None, "full"), ("hemx", 64, "compact"),
+                     ("hemx", 64, "full"), ("desilofhe", None, "auto")]
+    assert [r.extra["key_storage"] for r in res] == ["compact", "full", "compact", "full", "auto"]
+    with pytest.raises(bb.ParameterError, match="key_storage"):
+        bb.bench_bootstrap(preset="boot_12", sides=("hemx",), key_storage=("compact", "seeded"))
+    proc = subprocess.run([sys.executable, "-m", "hemx", "bench", "bootstrap", "--preset", "boot_12", "--sides",
+                           "hemx", "--key-storage", "compact,bogus"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "key_storage" in (proc.stderr + proc.stdout)
+    assert "Traceback" not in proc.stderr
+
+
 def test_plot_skips_failed_sides(tmp_path):
     ok = bb.BenchResult("bootstrap", "hemx", {"slots": 2048}, 1.0, 0.9,
                         extra={"slots": 2048, "median_s": 1.0, "min_bits": 20.0, "mean_bits": 23.0})

@@ -57,7 +57,8 @@ def test_plan_and_two_images_simulated(cifar10_files, tmp_path):
 
 
 @pytest.mark.parametrize("kwargs", [
-    {"simulate": -1}, {"simulate": 21}, {"simulate": 2.0}, {"calibration": 0}, {"calibration": 21},
+    {"simulate": -1}, {"simulate": 21}, {"simulate": 2.0}, {"encrypted": -1}, {"encrypted": 21}, {"encrypted": True},
+    {"calibration": 0}, {"calibration": 21},
     {"batch": 0}, {"batch": True}, {"margin": 0.5}, {"margin": float("nan")}, {"margin": "2"},
     {"relu_degrees": (8, 15)}, {"relu_degrees": "7,15"}, {"relu_degrees": ()}, {"relu_degrees": (7.0, 15)},
     {"relu_eps": 0.7}, {"relu_eps": "0.001"}, {"preset": "no_such_preset"}, {"preset": "boot_12"},

@@ -18,6 +18,8 @@ import math
 import numpy as np
 import pytest
 
+from hemx.ckks import keygen as keygen_mod
+from hemx.kernels import native
 from tests.helpers.ckks_helpers import INSECURE, check_bits, context_and_keys, main_context, uniform
 
 pytestmark = pytest.mark.filterwarnings(INSECURE)
@@ -52,8 +54,13 @@ def test_key_layout(dnum):
     assert len(p.special_moduli) == alpha == p.alpha
     digits = p.digits()
     assert len(digits) == dnum and sum(hi - lo for lo, hi in digits) == LIMBS
-    # one (b, a) pair per digit over the whole P + Q basis
-    assert keys.relin.data.shape == (dnum, 2, alpha + LIMBS, p.n)
+    # one (b, a) pair per digit over the whole P + Q basis; a compact key (the default with the native kernels)
+    # holds the b halves and the 8-word stream key of its a halves
+    halves = 1 if ctx.key_storage == "compact" else 2
+    assert ctx.key_storage == ("compact" if native.has_seeded_keys() else "full")
+    assert keys.relin.data.shape == (dnum, halves, alpha + LIMBS, p.n)
+    assert keys.relin.compact == (halves == 1) and (keys.relin.stream is None) == (halves == 2)
+    assert keygen_mod.full_key(ctx, keys.relin).data.shape == (dnum, 2, alpha + LIMBS, p.n)
     assert keys.relin.kind == "relin"
     (g, rot), = keys.galois.items()
     assert rot.data.shape == keys.relin.data.shape and rot.kind == "galois" and rot.galois == g

@@ -84,15 +84,15 @@ def test_eager_ops_equal_the_evaluator_kernels(setup):
     _same(ctx.add(a, b).data, evaluator.add(a.data, b.data, ctx.plan, **ew))
     _same(ctx.sub(a, b).data, evaluator.sub(a.data, b.data, ctx.plan, **ew))
     _same(ctx.negate(a).data, evaluator.negate(a.data, ctx.plan, **ew))
-    _same(ctx.mul(a, b, keys, rescale=False).data, evaluator.mul_relin(a.data, b.data, relin.data, ctx.plan, t, **ks))
+    _same(ctx.mul(a, b, keys, rescale=False).data, evaluator.mul_relin(a.data, b.data, relin.material, ctx.plan, t, **ks))
     _same(ctx.mul(a, b, keys, rescale=True).data,
-          evaluator.mul_relin_rescale(a.data, b.data, relin.data, ctx.plan, t, **ks))
+          evaluator.mul_relin_rescale(a.data, b.data, relin.material, ctx.plan, t, **ks))
     _same(ctx.rescale(a).data, evaluator.rescale(a.data, ctx.plan, t, num_p=ctx.num_p, reduction=ctx.reduction))
     _same(ctx.rotate(a, 3, keys).data,
-          evaluator.rotate_one(a.data, ctx.tables.index_map(g), gkey.data, ctx.plan, t, **ks))
+          evaluator.rotate_one(a.data, ctx.tables.index_map(g), gkey.material, ctx.plan, t, **ks))
     for flow in ("mp", "dc", "oc"):  # the dataflow is part of the cache key
         _same(ctx.rotate(a, 3, keys, keyswitch=flow).data,
-              evaluator.rotate_one(a.data, ctx.tables.index_map(g), gkey.data, ctx.plan, t, **dict(ks, dataflow=flow)))
+              evaluator.rotate_one(a.data, ctx.tables.index_map(g), gkey.material, ctx.plan, t, **dict(ks, dataflow=flow)))
     hoisted = ctx.rotate_many(a, [1, 3], keys)
     _same(hoisted[1].data, ctx.rotate(a, 3, keys).data)
 

@@ -106,13 +106,15 @@ def test_keys_are_pytrees_with_static_ids(small):
     keys = small.keygen(rotations=[1], conjugation=True)
     leaves, treedef = jax.tree_util.tree_flatten(keys)
     assert all(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in leaves)
-    # public, relin, two Galois keys, the secret's coefficients and NTT form
-    assert len(leaves) == 6
+    # public, relin, two Galois keys, the secret's coefficients and NTT form; each compact switching key adds its
+    # stream key (a leaf, so a compiled program takes it as an argument too)
+    compact = sum(k.compact for k in [keys.relin, *keys.galois.values()])
+    assert len(leaves) == 6 + compact and compact == (3 if small.key_storage == "compact" else 0)
     back = jax.tree_util.tree_unflatten(treedef, leaves)
     assert back.key_id == keys.key_id and back.context_id == keys.context_id
     assert sorted(back.galois) == sorted(keys.galois) and back.galois[min(keys.galois)].kind == "galois"
     ev = keys.evaluation_keys()
-    assert len(jax.tree_util.tree_leaves(ev)) == 4  # no secret material
+    assert len(jax.tree_util.tree_leaves(ev)) == 4 + compact  # no secret material
 
 
 def test_one_trace_per_key_set_and_checks_under_trace(small):

@@ -37,7 +37,7 @@ def _raw_keyswitch(ctx, keys, ct, flow, oc_tile=None):
     t = ctx.level_tables(ct.level)
     fn = jax.jit(functools.partial(ks.keyswitch, num_p=ctx.num_p, reduction=ctx.reduction, dataflow=flow,
                                    oc_tile=oc_tile))
-    return np.asarray(fn(ct.data[..., 1, :, :], keys.relin.data, ctx.plan, t))
+    return np.asarray(fn(ct.data[..., 1, :, :], keys.relin.material, ctx.plan, t))
 
 
 def _folded_keyswitch(ctx, keys, a, b, flow, oc_tile=None):
@@ -49,7 +49,7 @@ def _folded_keyswitch(ctx, keys, a, b, flow, oc_tile=None):
     fold = ks.RescaleFold(np.stack([np.asarray(d0), np.asarray(d1)], axis=-3), t.p_mod, t.fold_conv, t.fold_inv)
     fn = jax.jit(functools.partial(ks.keyswitch, num_p=ctx.num_p, reduction=ctx.reduction, dataflow=flow,
                                    oc_tile=oc_tile))
-    return np.asarray(fn(d2, keys.relin.data, ctx.plan, t, fold=fold))
+    return np.asarray(fn(d2, keys.relin.material, ctx.plan, t, fold=fold))
 
 
 def _check_identical(ctx, keys, x, levels, tag, with_mul=False, oc_tiles=(), rotations=True):

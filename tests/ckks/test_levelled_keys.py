@@ -47,10 +47,12 @@ def test_key_dims_follow_the_level():
 
 
 def test_shapes_levels_and_reprs(ctx, keys):
+    halves = 1 if ctx.key_storage == "compact" else 2  # compact keys: the b halves only
     for g, key in keys.galois.items():
-        assert key.level == 1 and key.data.shape == (1, 2, 8, ctx.params.n), g
+        assert key.level == 1 and key.data.shape == (1, halves, 8, ctx.params.n), g
+        assert keygen_mod.full_key(ctx, key).data.shape == (1, 2, 8, ctx.params.n)
         assert "level<=1" in repr(key)
-    assert keys.relin.level is None and keys.relin.data.shape == (3, 2, 14, ctx.params.n)
+    assert keys.relin.level is None and keys.relin.data.shape == (3, halves, 14, ctx.params.n)
     with pytest.raises(ParameterError, match="level must be in"):
         ctx.keygen(rotations=[1], rotation_level=ctx.params.max_level + 1)
     with pytest.raises(ParameterError):
@@ -91,7 +93,9 @@ def test_keys_of_several_levels_in_one_hoisted_rotation(ctx):
 def test_serialization_round_trip_and_version(ctx, keys):
     ek = keys.evaluation_keys()
     blob = hemx.io.dumps(ek, ctx)
-    assert struct.unpack_from("<H", blob, 8)[0] == container.LEVELLED_KEYS_VERSION == container.FORMAT_VERSION
+    # levelled keys came with version 4; their ChaCha20 seeds name their expansion (version 5)
+    assert struct.unpack_from("<H", blob, 8)[0] == container.NAMED_XOF_VERSION == container.FORMAT_VERSION
+    assert container.LEVELLED_KEYS_VERSION == 4 and "levels" in container.decode(blob).header
     back = hemx.io.loads(blob, ctx)
     for g, key in ek.galois.items():
         assert back.galois[g].level == 1
@@ -108,8 +112,10 @@ def test_serialization_round_trip_and_version(ctx, keys):
             hemx.io.loads(blob, ctx)
     full_keys = ctx.keygen(rotations=[1, 2], conjugation=True)
     assert len(blob) < 0.6 * len(hemx.io.dumps(full_keys.evaluation_keys(), ctx))
-    # a key set without levelled keys keeps its older layout, byte for byte
-    assert struct.unpack_from("<H", hemx.io.dumps(full_keys.evaluation_keys(), ctx), 8)[0] < 4
+    # a key set without levelled keys has no "levels" field (the version is its seeds' expansion's: ChaCha20, 5)
+    full_blob = hemx.io.dumps(full_keys.evaluation_keys(), ctx)
+    assert "levels" not in container.decode(full_blob).header and "xofs" in container.decode(full_blob).header
+    assert struct.unpack_from("<H", full_blob, 8)[0] == container.NAMED_XOF_VERSION
 
 
 @pytest.mark.slow

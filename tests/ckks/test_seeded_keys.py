@@ -1,8 +1,11 @@
-"""Seeded switching keys (issue 14): every key's uniform half a_d is the SHAKE-256 expansion of a 32-byte seed.
+"""Seeded switching keys (issues 14, 27): every key's uniform half a_d is the expansion of a 32-byte seed: the
+ChaCha20 streams of hemx.kernels.prng for keys made now (which compact keys generate inside each key switch), and
+SHAKE-256 for keys made before format version 5 (still loaded).
 
-Checks the expansion itself (exact uniformity, independence from the limb order and level it is expanded at,
+Checks both expansions (exact uniformity, independence from the limb order and level they are expanded at,
 rejection of bad seeds) and key generation (fresh seed per key, determinism under ``insecure_for_tests``, keys
-still pytrees under ``jax.jit``). Serialization of seeded keys is tested in ``tests/io/test_seeded_keys.py``.
+still pytrees under ``jax.jit``, compact keys equal to full ones). Serialization of seeded keys is tested in
+``tests/io/test_seeded_keys.py``; the ChaCha20 stream itself in ``tests/kernels/test_prng.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pytest
 import hemx
 from hemx.ckks import SwitchingKey
 from hemx.ckks import keygen as keygen_mod
-from hemx.ckks.sampling import SEED_BYTES, Sampler, check_seed, expand_seed
+from hemx.ckks.sampling import SEED_BYTES, Sampler, check_seed, expand_seed, stream_key
 from hemx.errors import ParameterError
 
 from tests.helpers.ckks_helpers import FAST_NTT, INSECURE, small_params
@@ -49,10 +52,14 @@ def keyed():
 # ------------------------------------------------------------------------------------------------------------
 
 
-def test_expansion_is_exactly_uniform_small_modulus():
+XOFS = ("chacha20", "shake256")
+
+
+@pytest.mark.parametrize("xof", XOFS)
+def test_expansion_is_exactly_uniform_small_modulus(xof):
     """A tiny modulus (17: 2^32 is not a multiple, so a plain modulo would be biased) gets a flat histogram."""
     q, n, digits = 17, 4096, 4
-    x = expand_seed(FIXED_SEED, [q], n, digits)
+    x = expand_seed(FIXED_SEED, [q], n, digits, xof=xof)
     assert x.shape == (digits, 1, n) and x.dtype == np.uint32 and int(x.max()) < q
     counts = np.bincount(x.ravel(), minlength=q)
     expected = x.size / q
@@ -60,10 +67,11 @@ def test_expansion_is_exactly_uniform_small_modulus():
     assert chi2 < 50.0, chi2  # 16 degrees of freedom: P(chi2 > 50) ~ 2e-5 for uniform data (fixed seed: no flake)
 
 
-def test_expansion_covers_28_and_31_bit_moduli_uniformly():
+@pytest.mark.parametrize("xof", XOFS)
+def test_expansion_covers_28_and_31_bit_moduli_uniformly(xof):
     ctx = fresh_context(1)
     basis = ctx.basis  # 31-bit special primes first, then the 28/31-bit Q primes
-    x = expand_seed(FIXED_SEED, basis, 4096, 2).astype(np.float64)
+    x = expand_seed(FIXED_SEED, basis, 4096, 2, xof=xof).astype(np.float64)
     qs = np.asarray(basis, dtype=np.float64)[None, :, None]
     assert np.all(x < qs)
     u = (x / qs).reshape(2 * len(basis), -1)  # in [0, 1): uniform per row
@@ -75,29 +83,49 @@ def test_expansion_covers_28_and_31_bit_moduli_uniformly():
         assert chi2 < 55.0, chi2  # 15 degrees of freedom
 
 
-def test_expansion_is_deterministic_and_seed_dependent():
-    a = expand_seed(FIXED_SEED, [268369921, 2147352577], 256, 3)
-    assert np.array_equal(a, expand_seed(bytearray(FIXED_SEED), [268369921, 2147352577], 256, 3))
-    other = expand_seed(bytes([1]) + FIXED_SEED[1:], [268369921, 2147352577], 256, 3)
+@pytest.mark.parametrize("xof", XOFS)
+def test_expansion_is_deterministic_and_seed_dependent(xof):
+    a = expand_seed(FIXED_SEED, [268369921, 2147352577], 256, 3, xof=xof)
+    assert np.array_equal(a, expand_seed(bytearray(FIXED_SEED), [268369921, 2147352577], 256, 3, xof=xof))
+    other = expand_seed(bytes([1]) + FIXED_SEED[1:], [268369921, 2147352577], 256, 3, xof=xof)
     assert np.mean(a == other) < 0.01
     # digits are separate streams: no digit repeats another
     assert np.mean(a[0] == a[1]) < 0.01 and np.mean(a[1] == a[2]) < 0.01
+    # the two expansions are different functions of the seed
+    other_xof = expand_seed(FIXED_SEED, [268369921, 2147352577], 256, 3, xof=XOFS[xof == XOFS[0]])
+    assert np.mean(a == other_xof) < 0.01
 
 
-def test_expansion_does_not_depend_on_limb_order_level_or_digit_count(keyed):
+@pytest.mark.parametrize("xof", XOFS)
+def test_expansion_does_not_depend_on_limb_order_level_or_digit_count(keyed, xof):
     ctx, keys = keyed
     basis, n = ctx.basis, ctx.params.n
-    full = expand_seed(FIXED_SEED, basis, n, 3)
+    full = expand_seed(FIXED_SEED, basis, n, 3, xof=xof)
     reordered = list(reversed(basis))
-    assert np.array_equal(expand_seed(FIXED_SEED, reordered, n, 3)[:, ::-1], full)
+    assert np.array_equal(expand_seed(FIXED_SEED, reordered, n, 3, xof=xof)[:, ::-1], full)
     num_p, limbs = ctx.num_p, ctx.params.limbs_at_level(0)
     level0 = basis[num_p:num_p + limbs]  # Q limbs of level 0 only
-    assert np.array_equal(expand_seed(FIXED_SEED, level0, n, 2), full[:2, num_p:num_p + limbs])
-    # a generated key's a_d is the expansion of its seed, limb by limb (here at the lowest level's Q limbs)
+    assert np.array_equal(expand_seed(FIXED_SEED, level0, n, 2, xof=xof), full[:2, num_p:num_p + limbs])
+
+
+def test_a_generated_key_is_its_seeds_chacha20_expansion(keyed):
+    """A key's a_d is the ChaCha20 expansion of its seed, limb by limb (also at the lowest level's Q limbs); a compact
+    key generates the same rows (full_key), its stream key is the seed's."""
+    ctx, keys = keyed
+    basis, n = ctx.basis, ctx.params.n
+    num_p, limbs = ctx.num_p, ctx.params.limbs_at_level(0)
+    level0 = basis[num_p:num_p + limbs]
     key = keys.galois[min(keys.galois)]
-    a = np.asarray(key.data[:, 1])
-    assert np.array_equal(expand_seed(key.seed, level0, n, a.shape[0]), a[:, num_p:num_p + limbs])
-    assert np.array_equal(expand_seed(key.seed, basis, n, a.shape[0]), a)
+    assert key.xof == "chacha20" and key.compact == (ctx.key_storage == "compact")
+    a = np.asarray(keygen_mod.full_key(ctx, key).data[:, 1])
+    assert np.array_equal(expand_seed(key.seed, level0, n, a.shape[0], xof="chacha20"), a[:, num_p:num_p + limbs])
+    assert np.array_equal(expand_seed(key.seed, basis, n, a.shape[0], xof="chacha20"), a)
+    if key.compact:
+        assert np.array_equal(np.asarray(key.stream), stream_key(key.seed))
+        assert np.array_equal(np.asarray(keygen_mod.compact_key(ctx, keygen_mod.full_key(ctx, key)).data),
+                              np.asarray(key.data))
+    with pytest.raises(ParameterError, match="unknown seed expansion"):
+        expand_seed(key.seed, basis, n, 1, xof="aes")
 
 
 @pytest.mark.parametrize("seed", [b"", b"\x00" * 31, b"\x00" * 33, "00" * 32, None, 7, np.zeros(32, np.uint8)])
@@ -161,13 +189,39 @@ def test_switching_key_seed_field_is_checked():
         with pytest.raises(ParameterError, match="seed"):
             SwitchingKey(data, "relin", None, 1, 1, seed=bad)
     assert SwitchingKey(data, "relin", None, 1, 1).seed is None  # the field is optional
+    stream = np.zeros(8, np.uint32)
+    with pytest.raises(ParameterError, match="expansion"):
+        SwitchingKey(data, "relin", None, 1, 1, xof="aes")
+    with pytest.raises(ParameterError, match="compact"):  # a stream key with both halves stored
+        SwitchingKey(data, "relin", None, 1, 1, stream=stream)
+    with pytest.raises(ParameterError, match="stream key"):  # the b halves alone, without their stream key
+        SwitchingKey(data[:, :1], "relin", None, 1, 1)
+    compact = SwitchingKey(data[:, :1], "relin", None, 1, 1, stream=stream)
+    assert compact.compact and compact.nbytes == data[:, :1].nbytes + 32 and "compact" in repr(compact)
+
+
+def test_a_compact_keys_data_alone_is_refused_by_the_kernels(keyed):
+    """key.data of a compact key (its b halves) handed to a key-switching kernel: a clear error, not a wrong
+    result; key.material (the data and the stream key) works."""
+    from hemx.ckks import evaluator
+
+    ctx, keys = keyed
+    if not keys.relin.compact:
+        pytest.skip("keys are full here (no native seeded kernels)")
+    ct = ctx.encrypt(np.zeros(ctx.slots), keys.public)
+    t = ctx.level_tables(ct.level)
+    args = dict(num_p=ctx.num_p, reduction=ctx.reduction, dataflow="mp")
+    with pytest.raises(ParameterError, match="key.material"):
+        evaluator.mul_relin(ct.data, ct.data, keys.relin.data, ctx.plan, t, **args)
+    out = evaluator.mul_relin(ct.data, ct.data, keys.relin.material, ctx.plan, t, **args)
+    assert np.array_equal(np.asarray(out), np.asarray(ctx.mul(ct, ct, keys, rescale=False).data))
 
 
 def test_switching_keys_are_pytrees_under_jit(keyed):
     _, keys = keyed
     key = keys.galois[min(keys.galois)]
     leaves, tree = jax.tree_util.tree_flatten(key)
-    assert len(leaves) == 1 and leaves[0] is key.data
+    assert leaves[0] is key.data and len(leaves) == (2 if key.compact else 1)  # a compact key's stream key
     back = jax.tree_util.tree_unflatten(tree, leaves)
     assert back.seed == key.seed and back.galois == key.galois and back.kind == key.kind
 

@@ -1,8 +1,10 @@
-"""Serialization of seeded switching keys (format version 2) and loading of version-1 files.
+"""Serialization of seeded switching keys and loading of older files.
 
-A seeded key is stored as its b_d plus the 32-byte seed of its a_d; loading expands a_d again. Files written
-before seeded keys (format version 1, ``tests/io/data/v1_*.bin``, generated with the pre-change code) still
-load bit for bit, and re-serialize to the same bytes.
+A seeded key is stored as its b_d plus the 32-byte seed of its a_d. Keys made now expand their seeds with the
+ChaCha20 streams (format version 5, ``"xof": "chacha20"``) and load compact (b_d and the stream key) or full (a_d
+expanded), as the context keeps keys. Files written before seeded keys (format version 1, ``tests/io/data/v1_*.bin``)
+and with SHAKE-256 seeds (versions 2 and 4, ``tests/io/data/v4_*.bin``; both generated with the code of their time)
+still load bit for bit, and re-serialize to the same bytes.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 # SHA-256 of the fixture's key arrays (public, relin, Galois by element, encapsulation keys by name), computed by
 # the code that wrote it (format version 1, before seeded keys)
 V1_KEYS_DIGEST = "4de76eab33a002e9af8f81f0c560449105c8d4590ade818033163fc317884453"
+# the same for tests/io/data/v4_*.bin: SHAKE-256 seeds (format versions 2 and 4, a levelled Galois key), written by
+# commit a683720 (small_params(6, 2), the mat3 NTT, Sampler.insecure_for_tests(29), keys for [1], conjugation,
+# encapsulation weight 8, the rotation by 1 at level 1)
+V4_KEYS_DIGEST = "71ee9adc0a573cd4f07dc7e7003becfd6c0398bc2877cf0de2345b62018bd42a"
 
 
 def read(name: str) -> bytes:
@@ -48,10 +54,16 @@ def key_list(keys) -> list:
             + [keys.switching[n] for n in sorted(keys.switching)])
 
 
-def digest(keys) -> str:
+def full(ctx, key):
+    """A key's pairs (b_d, a_d): compact keys expanded (public keys as they are)."""
+    return keygen_mod.full_key(ctx, key).data if isinstance(key, SwitchingKey) else key.data
+
+
+def digest(keys, ctx=None) -> str:
+    """SHA-256 of the keys' full arrays (compact keys expanded with ``ctx``)."""
     h = hashlib.sha256()
     for k in key_list(keys):
-        h.update(np.asarray(k.data).tobytes())
+        h.update(np.asarray(k.data if ctx is None else full(ctx, k)).tobytes())
     return h.hexdigest()
 
 
@@ -67,9 +79,11 @@ def keyed():
     return ctx, keygen_mod.generate_keys(ctx, [1], conjugation=True, encapsulation_weight=8)
 
 
-def rotation_error(ctx, keys, secret, steps: int = 1) -> float:
+def rotation_error(ctx, keys, secret, steps: int = 1, level: int | None = None) -> float:
     x = np.random.default_rng(9).uniform(-1, 1, ctx.slots)
     ct = ctx.encrypt(x, keys.public)
+    if level is not None:
+        ct = ctx.drop_level(ct, level)
     return float(np.max(np.abs(ctx.decrypt(ctx.rotate(ct, steps, keys), secret).real - np.roll(x, -steps))))
 
 
@@ -87,12 +101,14 @@ def mul_error(ctx, keys, secret) -> float:
 def test_seeded_switching_key_round_trip_is_bit_exact(keyed):
     ctx, keys = keyed
     for key in key_list(keys)[1:]:
+        assert key.compact and key.xof == "chacha20"  # the native kernels generate a_d: compact by default
         data = hio.dumps(key, ctx)
-        assert version_of(data) == container.SEEDED_KEYS_VERSION
-        assert container.decode(data).header["seed"] == key.seed.hex()
+        assert version_of(data) == container.NAMED_XOF_VERSION == 5
+        header = container.decode(data).header
+        assert header["seed"] == key.seed.hex() and header["xof"] == "chacha20"
         back = hio.loads(data, ctx, expect=SwitchingKey)
-        assert back.seed == key.seed and back.kind == key.kind and back.galois == key.galois
-        assert same(back.data, key.data)
+        assert back.seed == key.seed and back.kind == key.kind and back.galois == key.galois and back.compact
+        assert same(back.data, key.data) and same(back.stream, key.stream)
         assert hio.dumps(back, ctx) == data  # the loaded key writes the same bytes
 
 
@@ -100,9 +116,11 @@ def test_seeded_evaluation_keys_round_trip_and_compute(keyed):
     ctx, keys = keyed
     ev = keys.evaluation_keys()
     data = hio.dumps(ev, ctx)
-    assert len(data) == hio.serialized_size(ev, ctx) and version_of(data) == 2
-    seeds = container.decode(data).header["seeds"]
+    assert len(data) == hio.serialized_size(ev, ctx) and version_of(data) == 5
+    header = container.decode(data).header
+    seeds = header["seeds"]
     assert sorted(seeds) == ["galois:127", "galois:5", "relin", "switching:from_sparse", "switching:to_sparse"]
+    assert header["xofs"] == dict.fromkeys(seeds, "chacha20")
     back = hio.loads(data, ctx, expect=EvaluationKeys)
     assert digest(back) == digest(ev)
     assert [k.seed for k in key_list(back)[1:]] == [k.seed for k in key_list(ev)[1:]]
@@ -127,8 +145,9 @@ def test_seeds_halve_the_serialized_size(keyed):
     # per key: half the residue bytes, plus the 64 hex digits of the seed (and its field name) in the header
     key_whole = hio.serialized_size(dataclasses.replace(ev.relin, seed=None), ctx)
     key_seeded = hio.serialized_size(ev.relin, ctx)
-    residues = hemx.io.bitpack.residues_nbytes(tuple(ev.relin.data.shape), ctx.basis)
-    seed_field = len(',"seed":""') + 2 * SEED_BYTES
+    d, _, m, n = ev.relin.data.shape
+    residues = hemx.io.bitpack.residues_nbytes((d, 2, m, n), ctx.basis)
+    seed_field = len(',"seed":""') + 2 * SEED_BYTES + len(',"xof":"chacha20"')
     assert abs((key_whole - key_seeded) - (residues // 2 - seed_field)) <= 4  # the section sizes' digits differ
 
 
@@ -140,7 +159,7 @@ def test_unseeded_keys_are_written_as_version_1(keyed):
     data = hio.dumps(whole, ctx)
     assert version_of(data) == 1 and "seed" not in container.decode(data).header
     back = hio.loads(data, ctx)
-    assert back.seed is None and same(back.data, keys.relin.data)
+    assert back.seed is None and not back.compact and same(back.data, full(ctx, keys.relin))
     assert version_of(hio.dumps(ctx.encrypt([1.0], keys.public).replace(bound=None), ctx)) == 1
     assert version_of(hio.dumps(keys.public, ctx)) == 1
 
@@ -154,7 +173,7 @@ def test_mixed_bundle_round_trip(keyed):
     assert "relin" not in container.decode(data).header["seeds"]
     back = hio.loads(data, ctx)
     assert back.relin.seed is None and back.galois[5].seed == ev.galois[5].seed
-    assert digest(back) == digest(ev)
+    assert digest(back, ctx) == digest(ev, ctx)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -176,6 +195,78 @@ def test_version_1_files_still_load_bit_exact():
     lone = hio.loads(lone_bytes, ctx, expect=SwitchingKey)
     assert lone.seed is None and same(lone.data, ev.galois[5].data) and hio.dumps(lone, ctx) == lone_bytes
     assert rotation_error(ctx, ev, secret) < 1e-6 and mul_error(ctx, ev, secret) < 1e-6
+
+
+def test_shake256_seeded_files_of_versions_2_and_4_still_load_bit_exact():
+    """Keys seeded with SHAKE-256 (before format version 5) load expanded (they cannot be compact), compute, and
+    write the same bytes again."""
+    ctx = hio.loads(read("v4_context.bin"), ntt=FAST_NTT)
+    ev_bytes, lone_bytes = read("v4_evaluation_keys.bin"), read("v4_switching_key.bin")
+    assert version_of(ev_bytes) == 4 and version_of(lone_bytes) == 2
+    assert "xofs" not in container.decode(ev_bytes).header and "xof" not in container.decode(lone_bytes).header
+    ev = hio.loads(ev_bytes, ctx, expect=EvaluationKeys)
+    secret = hio.loads_secret_key(read("v4_secret_key.bin"), ctx)
+    assert ctx.key_storage == "compact"  # the context would keep compact keys; SHAKE-256 ones stay whole
+    assert all(k.seed is not None and k.xof == "shake256" and not k.compact for k in key_list(ev)[1:])
+    assert ev.galois[5].level == 1 and digest(ev) == V4_KEYS_DIGEST
+    assert hio.dumps(ev, ctx) == ev_bytes
+    lone = hio.loads(lone_bytes, ctx, expect=SwitchingKey)
+    assert lone.xof == "shake256" and same(lone.data, ev.relin.data) and hio.dumps(lone, ctx) == lone_bytes
+    assert rotation_error(ctx, ev, secret, level=1) < 1e-6 and mul_error(ctx, ev, secret) < 1e-6
+    with pytest.raises(hemx.errors.ParameterError, match="chacha20"):
+        keygen_mod.compact_key(ctx, ev.relin)
+
+
+def test_compact_and_full_storage_hold_the_same_key(keyed):
+    """The same bytes load compact or full as the context keeps keys; the two compute bit-identical ciphertexts and
+    write the same bytes; full_key / compact_key convert between them."""
+    ctx, keys = keyed
+    data = hio.dumps(keys.evaluation_keys(), ctx)
+    full_ctx = hio.loads(hio.dumps(ctx), ntt=FAST_NTT, key_storage="full")
+    compact_ctx = hio.loads(hio.dumps(ctx), ntt=FAST_NTT, key_storage="compact")
+    assert (full_ctx.key_storage, compact_ctx.key_storage) == ("full", "compact")
+    loaded_full, loaded_compact = hio.loads(data, full_ctx), hio.loads(data, compact_ctx)
+    assert not any(k.compact for k in key_list(loaded_full)[1:]) and all(k.compact for k in key_list(loaded_compact)[1:])
+    assert digest(loaded_full) == digest(loaded_compact, compact_ctx) == digest(keys, ctx)
+    for k in key_list(loaded_full)[1:]:
+        assert k.nbytes == 2 * (keygen_mod.compact_key(full_ctx, k).nbytes - 32)  # b_d alone, plus 32 bytes
+        assert same(keygen_mod.compact_key(full_ctx, k).data, k.data[:, :1])
+    assert hio.dumps(loaded_full, full_ctx) == hio.dumps(loaded_compact, compact_ctx) == data
+    x = np.random.default_rng(3).uniform(-1, 1, ctx.slots)
+    secret = hio.loads_secret_key(hio.dumps_secret_key(keys.secret, ctx), full_ctx)
+    ct = full_ctx.encrypt(x, loaded_full.public)
+    moved = hio.loads(hio.dumps(ct, full_ctx), compact_ctx)
+    a = full_ctx.mul(full_ctx.rotate(ct, 1, loaded_full), ct, loaded_full)
+    b = compact_ctx.mul(compact_ctx.rotate(moved, 1, loaded_compact), moved, loaded_compact)
+    assert same(a.data, b.data)
+    assert np.max(np.abs(full_ctx.decrypt(a, secret).real - np.roll(x, -1) * x)) < 1e-6
+
+
+def test_seed_expansion_fields_are_checked(keyed):
+    ctx, keys = keyed
+    lone = hio.dumps(keys.relin, ctx)
+    bundle = hio.dumps(keys.evaluation_keys(), ctx)
+    header = container.decode(bundle).header
+    whole = hio.dumps(dataclasses.replace(keys.relin, seed=None), ctx)
+    cases = {
+        "xof on a version-4 key": reencode(lone, version=4),
+        "xofs on a version-4 bundle": reencode(bundle, version=4),
+        "an unknown expansion": reencode(lone, xof="aes"),
+        "an unknown expansion in a bundle": reencode(bundle, xofs=dict(header["xofs"], relin="aes")),
+        "xof without a seed": reencode(whole, version=5, xof="chacha20"),
+        "xofs for an unseeded name": reencode(bundle, xofs=dict(header["xofs"], public="chacha20")),
+        "empty xofs": reencode(bundle, xofs={}),
+        "xofs not an object": reencode(bundle, xofs=["chacha20"]),
+    }
+    for what, data in cases.items():
+        with pytest.raises(SerializationError):
+            hio.loads(data, ctx)
+            pytest.fail(what)
+    # dropping the name makes the seed a SHAKE-256 one: a valid file, a different key, detectably wrong
+    relabelled = hio.loads(reencode(bundle, xofs={k: v for k, v in header["xofs"].items() if k != "galois:5"}), ctx)
+    assert relabelled.galois[5].xof == "shake256"
+    with pytest.raises(DecryptionError):
+        rotation_error(ctx, relabelled, keys.secret)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -275,7 +366,11 @@ def test_dumping_a_key_whose_data_no_longer_matches_its_seed_is_refused(keyed):
     with pytest.raises(SerializationError, match="does not match its seed"):
         hio.dumps(dataclasses.replace(keys.evaluation_keys(), galois={5: other, 127: keys.galois[127]}), ctx)
     # stored whole instead, it round-trips
-    assert same(hio.loads(hio.dumps(dataclasses.replace(key, seed=None), ctx), ctx).data, key.data)
+    assert same(hio.loads(hio.dumps(dataclasses.replace(key, seed=None), ctx), ctx).data, full(ctx, key))
+    # a full key whose a_d is not the seed's expansion is refused the same way
+    whole = keygen_mod.full_key(ctx, key)
+    with pytest.raises(SerializationError, match="does not match its seed"):
+        hio.dumps(dataclasses.replace(whole, seed=keys.relin.seed), ctx)
 
 
 def test_the_container_refuses_unknown_versions_to_write():

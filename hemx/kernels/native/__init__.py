@@ -25,6 +25,10 @@ this CPU runs at its first call, never before (``isa()``, ``built_isas()``); ``H
   place: ModUp of ``Q_l`` to the extended digits (INTT, each digit's basis conversion, NTT), and the rounding
   division by dropped limbs that ModDown and rescaling share (INTT, centered conversion, NTT, ``(x - conv) D^-1``),
   bit-identical to :func:`hemx.ckks.keyswitch.modup` / :func:`~hemx.ckks.keyswitch.divide_by_dropped`.
+* :func:`uniform` / :func:`key_product`: the seeded uniform halves of switching keys (ChaCha20 streams,
+  :mod:`hemx.kernels.prng`), expanded whole, or generated row by row inside the key switch's inner product so a
+  key in memory is its ``b`` halves and a 32-byte stream key; the same product reads a full key in place at any
+  level and the digits through an automorphism's index map (hoisted rotations: nothing permuted is stored).
 * :func:`on_cpu`: the dispatch rule of the kernels' ``method="auto"``: the native kernel where the program is
   lowered for CPU and the library is available, the JAX kernel everywhere else (``jax.lax.platform_dependent``,
   so ``jax.export`` for cuda / tpu never sees a custom call).
@@ -69,7 +73,11 @@ _TARGETS = {
 _OPTIONAL_TARGETS = {
     "hemx_modup": "HemxModUp",
     "hemx_divide": "HemxDivide",
+    "hemx_uniform": "HemxUniform",
+    "hemx_key_product": "HemxKeyProduct",
 }
+_FUSED_TARGETS = ("hemx_modup", "hemx_divide")
+_SEEDED_TARGETS = ("hemx_uniform", "hemx_key_product")
 _registered: set = set()
 _env_errors: dict = {}  # library path -> the ParameterError HEMX_NATIVE_ISA caused (raised by every reason())
 _lock = threading.Lock()
@@ -165,7 +173,13 @@ def available() -> bool:
 def has_fused_keyswitch() -> bool:
     """True when the native kernels are available and the library has the fused key-switching passes
     (:func:`modup`, :func:`divide_by_dropped`; a library built before them has not)."""
-    return available() and all((library_path(), t) in _registered for t in _OPTIONAL_TARGETS)
+    return available() and all((library_path(), t) in _registered for t in _FUSED_TARGETS)
+
+
+def has_seeded_keys() -> bool:
+    """True when the native kernels are available and the library has the seeded key halves and the one-pass key
+    product (:func:`uniform`, :func:`key_product`; a library built before them has not)."""
+    return available() and all((library_path(), t) in _registered for t in _SEEDED_TARGETS)
 
 
 def _lib() -> ctypes.CDLL:
@@ -588,6 +602,70 @@ def divide_by_dropped(x, keep_plan, drop_plan, conv_plan, inv, *, keep_rows, dro
         _flat(inv.value))
 
 
+# ------------------------------------------------------------------------------- seeded uniform halves
+
+
+def _check_stream_key(key):
+    key = jnp.asarray(key)
+    if key.dtype != jnp.uint32 or key.shape != (8,):
+        raise ShapeError(f"a stream key must be uint32 (8,), got {key.dtype} {tuple(key.shape)}")
+    return key
+
+
+def uniform(key, q, *, digits: int, n: int):
+    """The seeded rows of a switching key's uniform half, ``(digits, m, n)`` uint32: row ``(d, l)`` the ChaCha20
+    stream of ``(key, d, q[l], n)`` turned into residues (:mod:`hemx.kernels.prng` defines it; bit-identical to
+    :func:`hemx.kernels.prng.uniform_rows`). ``key``: uint32 ``(8,)``; ``q``: ``(m,)`` odd moduli below 2^31."""
+    _lib()
+    key = _check_stream_key(key)
+    q = jnp.asarray(q).reshape(-1).astype(jnp.uint32)
+    if isinstance(digits, bool) or not isinstance(digits, (int, np.integer)) or digits < 1 or q.shape[0] < 1 \
+            or isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ShapeError(f"seeded rows need digits >= 1, moduli and n >= 1; got {digits!r}, {q.shape[0]}, {n!r}")
+    return jax.ffi.ffi_call("hemx_uniform", jax.ShapeDtypeStruct((int(digits), q.shape[0], int(n)), jnp.uint32))(
+        np.arange(int(digits), dtype=np.int32), key, q, n=np.int64(n))
+
+
+def _key_product_call(seeded: bool, permuted: bool):
+    return _make_general("hemx_key_product", lambda a, b, k, q, m: a.shape[:-3] + (2,) + a.shape[-2:],
+                         seeded=np.int64(seeded), permuted=np.int64(permuted))
+
+
+_key_product_calls = {(s, p): _key_product_call(s, p) for s in (False, True) for p in (False, True)}
+
+
+def key_product(a, b, q, *, stream=None, index_map=None):
+    """The key-switching inner product in one pass: ``a`` ``(..., D, m, N)`` (the extended digits) and a key's data
+    ``b`` ``(Dk, K, Mk, N)`` of which rows ``[:D, :, :m]`` are read in place (``D <= Dk``, ``m <= Mk``), ``q``
+    ``(m,)`` -> ``(..., 2, m, N)`` = ``[sum_d x_d b_d0, sum_d x_d b_d1]``, like :func:`inner_product` with
+    ``b[:D, :2, :m]``.
+
+    ``stream``: a compact key's stream key ``(8,)``: its second halves ``b_d1`` are the seeded rows of
+    :func:`uniform` over ``q``, generated in the kernel (``b`` needs ``K >= 1``); None: ``b_d1 = b[d, 1]``
+    (``K >= 2``). ``index_map``: an automorphism's int32 ``(N,)`` map: ``x_d[j] = a_d[map[j]]`` (the permuted
+    digits of a hoisted rotation, like :func:`automorphism` first; the kernel rejects an index outside ``[0, N)``);
+    None: ``x_d = a_d``."""
+    _lib()
+    q = jnp.asarray(q).reshape(-1).astype(jnp.uint32)
+    if a.dtype != jnp.uint32 or b.dtype != jnp.uint32 or a.ndim < 3 or b.ndim != 4:
+        raise ShapeError(f"key product needs uint32 a (..., D, m, N) and b (Dk, K, Mk, N); got {a.dtype} "
+                         f"{tuple(a.shape)} and {b.dtype} {tuple(b.shape)}")
+    d, m, n = a.shape[-3:]
+    halves = 1 if stream is not None else 2
+    if d > b.shape[0] or m > b.shape[2] or b.shape[3] != n or b.shape[1] < halves or q.shape != (m,):
+        raise ShapeError(f"key product shapes do not match: a {tuple(a.shape)}, b {tuple(b.shape)}, q {tuple(q.shape)}"
+                         + ("" if stream is not None else " (a full key needs both halves: K >= 2)"))
+    _nonempty("key product operand", a, b)
+    key = _check_stream_key(stream) if stream is not None else jnp.zeros((8,), jnp.uint32)
+    if index_map is not None:
+        index_map = jnp.asarray(index_map)
+        if index_map.shape != (n,) or not jnp.issubdtype(index_map.dtype, jnp.integer):
+            raise ShapeError(f"the index map must hold N = {n} integers, got {index_map.dtype} {tuple(index_map.shape)}")
+        index_map = index_map.astype(jnp.int32)
+    imap = index_map if index_map is not None else jnp.zeros((1,), jnp.int32)
+    return _key_product_calls[(stream is not None, index_map is not None)](a, b, key, q, imap)
+
+
 def on_cpu(native_fn, jax_fn, *args):
     """``native_fn(*args)`` where the program runs on CPU and the native kernels are available here, else
     ``jax_fn(*args)``: both are traced, and ``jax.lax.platform_dependent`` keeps only the one for the platform
@@ -601,4 +679,5 @@ def on_cpu(native_fn, jax_fn, *args):
 __all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "built_isas", "runnable_isas", "selftest",
            "ISA_ENV", "set_max_threads", "set_inline_residues",
            "build_id", "library_path", "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv",
-           "modup", "divide_by_dropped", "has_fused_keyswitch", "on_cpu", "ISAS"]
+           "modup", "divide_by_dropped", "has_fused_keyswitch", "has_seeded_keys", "uniform", "key_product", "on_cpu",
+           "ISAS"]

@@ -1,0 +1,188 @@
+"""The native seeded-key kernels (issue 27: compact keys): ``hemx_uniform`` (the seeded rows of a key's uniform half)
+bit-exact against the Python-integer reference of tests/kernels/test_prng.py and the JAX definition on every
+instruction set this CPU runs, and ``hemx_key_product`` (the key-switching inner product in one pass: a compact key's
+rows generated as it goes, a full key read in place, the digits read through an automorphism's index map) bit-exact
+against the automorphism and the plain inner product with the expanded key, for batch axes, keys read in place at
+fewer digits and rows, widths that are not a multiple of the vector length, threaded and inline."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hemx import nt
+from hemx.ckks import keyswitch as ks
+from hemx.ckks.keys import KeyMaterial
+from hemx.kernels import modarith as M
+from hemx.kernels import native, prng
+from tests.helpers.native import supported_isas
+from tests.kernels.test_prng import EDGE_MODULI, rows_ref
+
+jax.config.update("jax_enable_x64", True)  # the JAX reference inner product sums in uint64
+
+ISAS = supported_isas()
+FEW = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(autouse=True)
+def seeded_kernels(native_on):  # native_on (conftest.py): HEMX_NATIVE cleared, the library present
+    if not native.has_seeded_keys():
+        pytest.skip(f"{native.library_path()} predates hemx_uniform / hemx_key_product")
+
+
+@functools.lru_cache(maxsize=None)
+def _moduli(n: int, count: int) -> tuple[int, ...]:
+    """NTT primes of 28, 30 and 31 bits for ring degree n (the sizes hemx's presets use)."""
+    per = -(-count // 3)
+    out = nt.ntt_primes(28, per, n) + nt.ntt_primes(30, per, n) + nt.ntt_primes(31, per, n)
+    return tuple(out[:count])
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n", [16, 17, 64, 1000, 4096])
+def test_uniform_rows_match_the_reference(isa, n):
+    native.set_isa(isa)
+    key = np.arange(8, dtype=np.uint32) * 0x01000193 + 7
+    moduli = list(EDGE_MODULI[:4]) + list(_moduli(64, 2))
+    got = np.asarray(native.uniform(key, moduli, digits=2, n=n))
+    assert np.array_equal(got, rows_ref(key, moduli, 2, n))
+    assert np.array_equal(got, np.asarray(prng.uniform_rows(key, moduli, digits=2, n=n)))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@FEW
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=8, max_size=8),
+       st.lists(st.integers(1, (1 << 30) - 1).map(lambda v: 2 * v + 1), min_size=1, max_size=4),
+       st.integers(1, 3), st.sampled_from([1, 16, 255, 600]))
+def test_uniform_rows_on_random_keys_and_moduli(isa, key, moduli, digits, n):
+    native.set_isa(isa)
+    key = np.asarray(key, np.uint32)
+    got = np.asarray(native.uniform(key, moduli, digits=digits, n=n))
+    assert np.array_equal(got, rows_ref(key, moduli, digits, n))
+
+
+def test_uniform_rows_at_n_2_16_agree_across_instruction_sets_and_threads():
+    key = np.frombuffer(b"a key for the large-ring checks!", "<u4").astype(np.uint32)
+    moduli = _moduli(1 << 16, 3)
+    want = np.asarray(prng.uniform_rows(key, moduli, digits=2, n=1 << 16))
+    for isa in ISAS:
+        native.set_isa(isa)
+        for inline in (None, 0):
+            native.set_inline_residues(inline)
+            assert np.array_equal(np.asarray(native.uniform(key, moduli, digits=2, n=1 << 16)), want), (isa, inline)
+
+
+def _operands(rng, lead, digits, m, n, key_digits, key_rows):
+    qs = np.asarray(_moduli(max(n, 64) if n & (n - 1) == 0 else 64, key_rows), np.uint32)
+    ext = (rng.integers(0, 2**31, size=lead + (digits, m, n)) % qs[None, :m, None]).astype(np.uint32)
+    b = (rng.integers(0, 2**31, size=(key_digits, 1, key_rows, n)) % qs[None, None, :, None]).astype(np.uint32)
+    # the range ends, where the products and their sums are largest
+    ext[..., 0, :, :2] = qs[:m, None] - 1
+    b[:, :, :, :2] = qs[None, None, :, None] - 1
+    return ext, b, qs
+
+
+def _expanded_product(ext, b, key, qs):
+    """The plain inner product (JAX kernel) with the key's rows expanded: the reference."""
+    d, m, n = ext.shape[-3:]
+    a = np.asarray(prng.uniform_rows(key, qs[:m], digits=d, n=n))
+    full = np.stack([b[:d, 0, :m], a], axis=1)
+    table = M.make_modulus_table([int(q) for q in qs[:m]], (m, 1))
+    return np.asarray(M.mul_sum(jnp.asarray(ext), jnp.asarray(full), table, method="jax"))
+
+
+@pytest.mark.parametrize("lead,digits,m,n,key_digits,key_rows", [
+    ((), 3, 4, 64, 3, 4),         # the key's own shape
+    ((2,), 2, 3, 64, 4, 6),       # a level below the key's: its leading digits and rows, read in place
+    ((2, 3), 1, 2, 256, 1, 2),    # two batch axes, one digit
+    ((), 4, 5, 2048, 4, 5),       # two chunks of the kernel's row pieces
+    ((1,), 2, 3, 24, 2, 3),       # n not a multiple of the vector width: the scalar path
+])
+def test_key_product_matches_the_automorphism_and_inner_product(lead, digits, m, n, key_digits, key_rows):
+    """Compact and full keys, with and without an index map, every instruction set, inline and threaded (split over
+    limbs), against one reference: the automorphism, then the plain inner product with the expanded key."""
+    rng = np.random.default_rng(sum(lead) * 1000 + digits * 100 + m * 10 + n)
+    ext, b, qs = _operands(rng, lead, digits, m, n, key_digits, key_rows)
+    key = rng.integers(0, 2**32, size=8, dtype=np.uint32)
+    perm = rng.permutation(n).astype(np.int32)  # any permutation (the kernel does not need an automorphism's)
+    full = np.concatenate([b, np.asarray(prng.uniform_rows(key, qs[:key_rows], digits=key_digits, n=n))[:, None]],
+                          axis=1)
+    want = _expanded_product(ext, b, key, qs)
+    want_perm = _expanded_product(np.take(ext, perm, axis=-1), b, key, qs)
+    for isa in ISAS:
+        native.set_isa(isa)
+        for inline in (None, 0):
+            native.set_inline_residues(inline)
+            for args, expect in (((jnp.asarray(b), dict(stream=key)), want),
+                                 ((jnp.asarray(full), {}), want),
+                                 ((jnp.asarray(b), dict(stream=key, index_map=perm)), want_perm),
+                                 ((jnp.asarray(full), dict(index_map=perm)), want_perm)):
+                got = np.asarray(native.key_product(jnp.asarray(ext), args[0], qs[:m], **args[1]))
+                assert got.shape == lead + (2, m, n) and np.array_equal(got, expect), (isa, inline, args[1].keys())
+
+
+def test_key_product_at_31_bit_moduli_with_many_digits():
+    """31-bit moduli: a 64-bit lane holds only 4 products below (q - 1)^2, so the wide path folds its sums midway
+    (12 digits: three folds); every operand at q - 1, the largest sums. Every instruction set."""
+    qs = np.asarray(nt.ntt_primes(31, 2, 64), np.uint32)
+    ext = np.broadcast_to((qs - 1)[None, :, None], (12, 2, 64)).astype(np.uint32).copy()
+    b = np.broadcast_to((qs - 1)[None, None, :, None], (12, 1, 2, 64)).astype(np.uint32).copy()
+    key = np.arange(8, dtype=np.uint32)
+    want = _expanded_product(ext, b, key, qs)
+    full = np.concatenate([b, np.asarray(prng.uniform_rows(key, qs, digits=12, n=64))[:, None]], axis=1)
+    for isa in ISAS:
+        native.set_isa(isa)
+        assert np.array_equal(np.asarray(native.key_product(jnp.asarray(ext), jnp.asarray(b), qs, stream=key)), want)
+        # the plain inner product (its wide path on AVX-512), on the same extremes
+        assert np.array_equal(np.asarray(native.inner_product(jnp.asarray(ext), jnp.asarray(full), qs)), want)
+
+
+def test_keyswitch_inner_product_dispatches_compact_keys(native_on):
+    """ks.inner_product with a compact KeyMaterial: the native seeded product on CPU, the expanded JAX product when
+    the library is off; both equal the full key's product (also under jit and vmap)."""
+    rng = np.random.default_rng(5)
+    n, num_p, num_q = 64, 2, 3
+    qs = _moduli(n, num_p + num_q)
+    plan = ks.ntt_kernels.make_plan(n, list(qs), "native")
+    ext, b, _ = _operands(rng, (2,), 2, num_p + num_q, n, 3, num_p + num_q)
+    key = rng.integers(0, 2**32, size=8, dtype=np.uint32)
+    compact = KeyMaterial(jnp.asarray(b), jnp.asarray(key))
+    full = ks.key_rows(compact, plan, digits=3, rows=num_p + num_q)
+    want = np.asarray(ks.inner_product(jnp.asarray(ext), KeyMaterial(full), plan, num_p=num_p, num_q=num_q))
+    got = ks.inner_product(jnp.asarray(ext), compact, plan, num_p=num_p, num_q=num_q)
+    assert np.array_equal(np.asarray(got), want)
+    jitted = jax.jit(lambda e, k: ks.inner_product(e, k, plan, num_p=num_p, num_q=num_q))
+    assert np.array_equal(np.asarray(jitted(jnp.asarray(ext), compact)), want)
+    assert "hemx_key_product" in jitted.lower(jnp.asarray(ext), compact).as_text()
+    # with an index map: the product of the permuted digits, the permutation inside the kernel
+    idx = jnp.asarray(ks.automorphism.ntt_index_map(n, 5))
+    permuted = ks.automorphism.apply_ntt_automorphism(jnp.asarray(ext), idx)
+    want_perm = np.asarray(ks.inner_product(permuted, KeyMaterial(full), plan, num_p=num_p, num_q=num_q))
+    for k in (compact, KeyMaterial(full)):
+        assert np.array_equal(np.asarray(ks.inner_product(jnp.asarray(ext), k, plan, num_p=num_p, num_q=num_q,
+                                                          index_map=idx)), want_perm)
+    mapped = jax.vmap(lambda e: ks.inner_product(e, compact, plan, num_p=num_p, num_q=num_q))
+    assert np.array_equal(np.asarray(mapped(jnp.asarray(ext))), want)
+    with native.disabled():
+        assert np.array_equal(np.asarray(ks.inner_product(jnp.asarray(ext), compact, plan, num_p=num_p,
+                                                          num_q=num_q)), want)
+
+
+def test_compact_keys_export_for_accelerators_without_a_native_call():
+    """The cuda / tpu lowering of a key switch with a compact key generates the rows in JAX: no custom call."""
+    n, num_p, num_q = 64, 2, 3
+    qs = _moduli(n, num_p + num_q)
+    plan = ks.ntt_kernels.make_plan(n, list(qs), "native")
+    ext = jax.ShapeDtypeStruct((2, num_p + num_q, n), jnp.uint32)
+    key = KeyMaterial(jax.ShapeDtypeStruct((2, 1, num_p + num_q, n), jnp.uint32),
+                      jax.ShapeDtypeStruct((8,), jnp.uint32))
+    fn = jax.jit(lambda e, k: ks.inner_product(e, k, plan, num_p=num_p, num_q=num_q))
+    for platform in ("cuda", "tpu"):
+        text = jax.export.export(fn, platforms=[platform])(ext, key).mlir_module()
+        assert "hemx_" not in text and "custom_call" not in text.replace("stablehlo.custom_call @Sharding", "")
