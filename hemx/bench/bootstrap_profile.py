@@ -60,7 +60,7 @@ KINDS = ("NTT", "basis conversion", "ModUp (fused)", "ModDown / rescale (fused)"
 _TARGET_KIND = {
     "hemx_ntt_forward": "NTT", "hemx_ntt_inverse": "NTT", "hemx_bconv": "basis conversion",
     "hemx_modup": "ModUp (fused)", "hemx_divide": "ModDown / rescale (fused)",
-    "hemx_inner_product": "inner product", "hemx_automorphism": "automorphism", "hemx_mul_shoup": "element-wise",
+    "hemx_inner_product": "inner product", "hemx_key_product": "inner product", "hemx_automorphism": "automorphism", "hemx_mul_shoup": "element-wise",
 }
 _ARITH = re.compile(r"add|subtract|multiply|select|compare|shift|and|or|xor|not|convert|divide|remainder|minimum|"
                     r"maximum|reduce|negate|abs|clamp|round|floor|dot")

@@ -78,15 +78,6 @@ def _count(name: str, value, low: int, high: int) -> int:
     return int(value)
 
 
-def _switch_key_bytes(params, level: int | None) -> int:
-    """Bytes of one switching key serving levels up to ``level`` (None: all): ``digits x 2 x (k + L) x N x 4``, the
-    size :class:`hemx.nn.Plan` counts keys at."""
-    from hemx.ckks.keygen import key_dims
-
-    digits, limbs = key_dims(params, level)
-    return digits * 2 * limbs * params.n * 4
-
-
 def _relu_bounds(plan) -> dict:
     """``{group: (graph node, B)}`` of every ReLU comparison of the plan: its scaling step ``x / B``."""
     out = {}
@@ -123,6 +114,8 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     from hemx.bench.nn_images import encrypted_images
     from hemx.circuits import SlotSimulator
     from hemx.ckks import CKKSParameters, Context
+    from hemx.ckks.context import resolve_key_storage
+    from hemx.ckks.keygen import key_bytes
     from hemx.errors import ParameterError
     from hemx.nn import compile as nn_compile, reference, relu_error_bound, sign_composite
     from hemx.nn.data import CIFAR10_CLASSES
@@ -180,8 +173,9 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     relus = _relu_bounds(plan)
     bounds = [b for _, b in relus.values()]
     network_keys = 1 + len(plan.rotations)  # relinearization + the network's rotations
-    network_key_bytes = _switch_key_bytes(params, None) + sum(
-        _switch_key_bytes(params, level) for level in plan.rotation_levels.values())
+    compact = (ctx.key_storage if ctx is not None else resolve_key_storage()) == "compact"
+    network_key_bytes = key_bytes(params, compact=compact) + sum(
+        key_bytes(params, level, compact=compact) for level in plan.rotation_levels.values())
     out["calibration"] = {"images": calibration, "margin": float(margin),
                           "note": f"bounds = margin x max |x| over the first {calibration} of the {IMAGES} "
                                   "foolbox images (the only real CIFAR-10 images available; "
@@ -200,7 +194,7 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
                    "rotation_key_levels": [min(plan.rotation_levels.values(), default=0),
                                            max(plan.rotation_levels.values(), default=0)],
                    "network_keys": network_keys, "network_key_bytes": network_key_bytes,
-                   "full_key_bytes": _switch_key_bytes(params, None),
+                   "full_key_bytes": key_bytes(params, compact=compact), "compact_keys": compact,
                    "key_bytes": plan.key_bytes, "key_count": plan.key_count, "totals": plan.totals(),
                    "layers": _layer_rows(plan)}
     say(f"compiled against {params.describe()} in {out['compile_s']:.1f} s; "
@@ -209,7 +203,8 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     say(f"  keys the network itself needs: {network_keys} (relinearization + {len(plan.rotations)} rotation steps "
         f"at levels {out['plan']['rotation_key_levels'][0]}-{out['plan']['rotation_key_levels'][1]}), "
         f"{network_key_bytes / 2**30:.2f} GiB; the bootstrap's own keys (counted only when compiled against a "
-        f"Context) are full-level keys of {out['plan']['full_key_bytes'] / 2**20:.0f} MiB each")
+        f"Context) are full-level keys of {out['plan']['full_key_bytes'] / 2**20:.0f} MiB each"
+        + (" (compact: the uniform halves generated in each key switch)" if compact else ""))
     say(f"ReLU: x (1 + p(x / B)) / 2, sign composite of degrees {comp.degrees} at eps 2^{math.log2(comp.eps):.0f}: "
         f"sign error 2^{math.log2(comp.error):.1f}, depth {comp.depth} (+2: a ReLU takes "
         f"{comp.depth + 2} levels); error bound {out['relu']['error_bound_over_B']:.2e} x B; "

@@ -57,6 +57,16 @@ SCALE_RTOL = 1e-9
 #: where the native kernels have the seeded inner product, full elsewhere.
 KEY_STORAGE = ("auto", "compact", "full")
 
+def resolve_key_storage(storage: str = "auto") -> str:
+    """How a Context made with ``key_storage=storage`` holds switching keys: "compact" or "full" ("auto": compact
+    where the native kernels generate the uniform halves inside the key switch, full elsewhere)."""
+    if storage not in KEY_STORAGE:
+        raise ParameterError(f"key_storage must be one of {KEY_STORAGE}, got {storage!r}")
+    if storage == "auto":
+        return "compact" if native.has_seeded_keys() else "full"
+    return storage
+
+
 # Bootstrapping is a circuit (hemx.circuits.bootstrap, a layer above this one); it registers its factory here so
 # that Context.bootstrap can build it without this layer importing the one above.
 _BOOTSTRAPPER_FACTORY = None
@@ -312,11 +322,7 @@ class Context:
     def _check_key_storage(storage) -> str:
         """``key_storage`` resolved: "compact" or "full" ("auto": compact where the native kernels generate the
         uniform halves inside the key switch, full elsewhere)."""
-        if storage not in KEY_STORAGE:
-            raise ParameterError(f"key_storage must be one of {KEY_STORAGE}, got {storage!r}")
-        if storage == "auto":
-            return "compact" if native.has_seeded_keys() else "full"
-        return storage
+        return resolve_key_storage(storage)
 
     @staticmethod
     def _check_dataflow(name: str) -> str:

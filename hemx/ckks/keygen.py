@@ -43,6 +43,14 @@ def key_dims(params, level: int | None) -> tuple[int, int]:
     return sum(1 for lo, _ in params.digits() if lo < limbs), len(params.special_moduli) + limbs
 
 
+def key_bytes(params, level: int | None = None, *, compact: bool = False) -> int:
+    """Bytes one switching key holds in memory serving ciphertexts up to ``level`` (None: every level):
+    ``D x 2 x (k + L) x N x 4``, or with ``compact`` (``Context(key_storage="compact")``) its ``b`` halves,
+    ``D x (k + L) x N x 4``, and a 32-byte stream key (``SwitchingKey.nbytes`` of the key made)."""
+    num_d, m = key_dims(params, level)
+    return num_d * (1 if compact else 2) * m * params.n * 4 + (32 if compact else 0)
+
+
 def generate_keys(ctx, rotations: Iterable[int] | str = (), *, conjugation: bool = False,
                   relin: bool = True, galois_elements: Iterable[int] = (),
                   encapsulation_weight: int | None = None, levels: Mapping[int, int] | None = None) -> KeySet:

@@ -44,7 +44,8 @@ import numpy as np
 from hemx.circuits import CKKSEvaluator, SimCiphertext, SlotSimulator, as_evaluator, evaluate_polynomial, \
     polynomial_depth
 from hemx.ckks import Context
-from hemx.ckks.keygen import key_dims
+from hemx.ckks.context import resolve_key_storage
+from hemx.ckks.keygen import key_bytes as switch_key_bytes
 from hemx.ckks.params import CKKSParameters
 from hemx.errors import LevelError, OverflowBoundError, ParameterError, ShapeError
 from hemx.nn import activations as acts
@@ -112,7 +113,9 @@ class Plan:
             limbs only: ``ctx.keygen(rotation_level=...)``, :meth:`CompiledNetwork.keygen`).
         key_bytes: estimated bytes of the evaluation keys: the relinearization key and the bootstrap's keys (when
             known: ``boot_key_count``) in full, ``dnum x 2 x (L + K) x N x 4`` bytes each, the network's rotation
-            keys at their levels (:func:`hemx.ckks.keygen.key_dims`).
+            keys at their levels (:func:`hemx.ckks.keygen.key_bytes`); half of that (and a 32-byte stream key each)
+            where the context holds keys compact (``ctx.key_storage``; compiled for parameters alone: the storage
+            a Context would choose here, :func:`hemx.ckks.context.resolve_key_storage`).
     """
 
     steps: tuple[Step, ...]
@@ -954,12 +957,6 @@ def _assign_levels(raw: list[Step], level0: int, boot_level: int | None, value_b
     return out
 
 
-def _key_bytes(params: CKKSParameters, level: int | None = None) -> int:
-    """Bytes of one switching key serving levels up to ``level`` (None: every level)."""
-    num_d, m = key_dims(params, level)
-    return num_d * 2 * m * params.n * 4
-
-
 def _make_plan(steps: list[Step], slots: int, level0: int, boot_level, params, ctx, poly_cap) -> Plan:
     rotation_levels: dict[int, int] = {}
     for s in steps:
@@ -984,8 +981,9 @@ def _make_plan(steps: list[Step], slots: int, level0: int, boot_level, params, c
             boot_keys = len(extra) + 1 + (2 if bt.encapsulation_weight is not None else 0)  # + conjugation
             key_count += boot_keys
         if not boots or boot_keys is not None:
-            key_bytes = (1 + (boot_keys or 0) + len(shared)) * _key_bytes(params) + sum(
-                _key_bytes(params, rotation_levels[r]) for r in rotations if r not in shared)
+            compact = (ctx.key_storage if ctx is not None else resolve_key_storage()) == "compact"
+            key_bytes = (1 + (boot_keys or 0) + len(shared)) * switch_key_bytes(params, compact=compact) + sum(
+                switch_key_bytes(params, rotation_levels[r], compact=compact) for r in rotations if r not in shared)
     return Plan(
         steps=tuple(steps), slots=slots, input_level=level0, bootstrap_level=boot_level, poly_level=poly_cap,
         rotations=tuple(rotations), bootstraps=len(boots), bootstrapped_ciphertexts=sum(s.ciphertexts for s in boots),

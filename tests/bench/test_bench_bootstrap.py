@@ -154,12 +154,13 @@ def test_hlo_instruction_kinds():
   %ffi_call.3 = u32[3,52,4096]{2,1,0} custom-call(%a, %b), custom_call_target="hemx_modup", api_version=API_VERSION_TYPED_FFI
   %wrapped_slice.5 = u32[3,2,50,4096]{3,2,1,0} fusion(%c), kind=kLoop, calls=%wrapped_slice_computation.5
   %add_select_fusion.1 = u32[2,50,4096]{2,1,0} fusion(%d, %e), kind=kLoop, calls=%fused_computation.1
+  %ffi_call.7 = u32[2,52,4096]{2,1,0} custom-call(%a, %k, %s, %q, %m), custom_call_target="hemx_key_product"
   ROOT %ffi_call.9 = u32[2,48,4096]{2,1,0} custom-call(%f), custom_call_target="hemx_divide"
 }"""
     kinds = bp.hlo_instructions(hlo)
     assert kinds == {"ffi_call.3": "ModUp (fused)", "wrapped_slice.5": "copies", "add_select_fusion.1": "element-wise",
-                     "ffi_call.9": "ModDown / rescale (fused)"}
-    assert bp.custom_call_counts(hlo) == {"hemx_modup": 1, "hemx_divide": 1}
+                     "ffi_call.7": "inner product", "ffi_call.9": "ModDown / rescale (fused)"}
+    assert bp.custom_call_counts(hlo) == {"hemx_modup": 1, "hemx_key_product": 1, "hemx_divide": 1}
 
 
 # ------------------------------------------------------------------------------------------ Lattigo beside

@@ -160,6 +160,23 @@ def test_every_switching_key_is_seeded_with_its_own_seed(keyed):
     assert "seeded" in repr(keys.relin) and keys.relin.seed.hex() not in repr(keys.relin)
 
 
+def test_key_bytes_is_what_a_key_holds(keyed):
+    """``keygen.key_bytes``, the size plans count keys at, is the made key's ``nbytes``: compact (this context's
+    storage where the native kernels are built) or converted to full, at every level or one level's rows."""
+    ctx, keys = keyed
+    compact = ctx.key_storage == "compact"
+    assert keys.relin.nbytes == keygen_mod.key_bytes(ctx.params, compact=compact)
+    full = keygen_mod.full_key(ctx, keys.relin)
+    assert full.nbytes == keygen_mod.key_bytes(ctx.params) and not full.compact
+    small = keygen_mod.compact_key(ctx, full)
+    assert small.nbytes == keygen_mod.key_bytes(ctx.params, compact=True) and small.compact
+    assert keygen_mod.key_bytes(ctx.params, compact=True) == (keygen_mod.key_bytes(ctx.params) // 2) + 32
+    level = ctx.params.max_level - 1
+    (levelled,) = ctx.keygen(rotations=[1], rotation_level=level).galois.values()
+    assert levelled.nbytes == keygen_mod.key_bytes(ctx.params, level, compact=levelled.compact)
+    assert keygen_mod.key_bytes(ctx.params, level) < keygen_mod.key_bytes(ctx.params)
+
+
 def test_keygen_is_deterministic_under_insecure_for_tests():
     one = all_switching_keys(keygen_mod.generate_keys(fresh_context(5), [1], encapsulation_weight=8))
     two = all_switching_keys(keygen_mod.generate_keys(fresh_context(5), [1], encapsulation_weight=8))

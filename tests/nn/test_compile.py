@@ -4,11 +4,13 @@ insecure ring (and with a bootstrap on boot_12), the ResNet-20 plan at boot_16, 
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
 import hemx
 from hemx.circuits import SlotSimulator
+from hemx.ckks import SwitchingKey
 from hemx.errors import LevelError, OverflowBoundError, ParameterError, ShapeError
 from hemx.nn import activations as A
 from hemx.nn import graph as G
@@ -240,6 +242,10 @@ def test_encrypted_residual_network_with_a_bootstrap_boot12():
     g, x, ctx, net = boot12_residual_case()
     assert net.plan.bootstraps == 2 and net.plan.boot_key_count is not None and net.plan.key_bytes is not None
     keys = net.keygen(ctx)
+    made = [k for k in jax.tree_util.tree_leaves(keys.evaluation_keys(), is_leaf=lambda k: isinstance(k, SwitchingKey))
+            if isinstance(k, SwitchingKey)]
+    assert len(made) == net.plan.key_count
+    assert net.plan.key_bytes == sum(k.nbytes for k in made)  # the plan's estimate is exact, compact or full
     out = net.run(ctx, keys, net.encrypt_input(ctx, keys, x))
     err = _rel(net.decrypt_output(ctx, keys, out), G.reference(g, x))
     print(f"encrypted residual network with a bootstrap, boot_12: relative error {err:.3g}")
