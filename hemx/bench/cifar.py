@@ -251,7 +251,8 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     if encrypted:
         out["encrypted"] = encrypted_images(net, ctx, graph, x[:encrypted], y[:encrypted], say=say)
         enc = out["encrypted"]
-        say(f"encrypted ({encrypted} images): median {enc['median_s']:.1f} s per image, {enc['equal_count']} of "
+        say(f"encrypted ({encrypted} images): median {enc['median_s']:.1f} s per image "
+            f"({enc['images_per_hour']:.1f} images per hour), {enc['equal_count']} of "
             f"{encrypted} predictions equal to plaintext, largest logit error {enc['max_err_over_range']:.2e} of "
             "the logit range")
     out["peak_rss_gib"] = _peak_rss_gib()

@@ -114,7 +114,10 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
 
     if encrypted:
         x, y = load("test", encrypted)
-        out["encrypted"] = encrypted_images(net, ctx, graph, x, y, say=say)
+        enc = out["encrypted"] = encrypted_images(net, ctx, graph, x, y, say=say)
+        say(f"encrypted ({encrypted} images): median {enc['median_s']:.1f} s per image "
+            f"({enc['images_per_hour']:.1f} images per hour), {enc['equal_count']} of {encrypted} predictions equal "
+            f"to plaintext, largest logit error {enc['max_err_over_range']:.2e} of the logit range")
     out["peak_rss_gib"] = _peak_rss_gib()
     return out
 

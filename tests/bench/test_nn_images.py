@@ -4,6 +4,7 @@ run, decrypt, compare with the plaintext reference, on a small residual network 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hemx.bench.nn_images import encrypted_images
 from hemx.nn import graph as G
@@ -32,4 +33,5 @@ def test_encrypted_images_report():
     assert out["equal_count"] == sum(r["pred"] == r["plain_pred"] for r in out["images"])
     assert out["predictions_equal"] == (out["equal_count"] == 2)
     assert out["median_s"] == float(np.median([r["seconds"] for r in out["images"]]))
+    assert out["images_per_hour"] == pytest.approx(3600.0 / out["median_s"])
     assert out["max_err_over_range"] == max(r["err_over_range"] for r in out["images"])
