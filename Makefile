@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench clean venv fuzz
+.PHONY: demo test test-fast bench clean venv fuzz system-deps
 
 venv: $(STAMP)
 
@@ -15,13 +15,21 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/hemx demo
+# The Debian packages the tests (and the resnet demo) use: installed where we are root, else the command to run
+# is printed and the tests that need them are reported as not run (scripts/system-deps.sh says which).
+system-deps:
+	bash scripts/system-deps.sh
 
-test: $(STAMP)
+# DEMO_ARGS: options for `hemx demo` (e.g. DEMO_ARGS="--workload resnet", which reads Fashion-MNIST)
+DEMO_ARGS ?=
+demo: $(STAMP)
+	@case " $(DEMO_ARGS) " in *resnet*) bash scripts/system-deps.sh ;; esac
+	$(BIN)/hemx demo $(DEMO_ARGS)
+
+test: $(STAMP) system-deps
 	HEMX_REQUIRE_NATIVE=1 $(BIN)/python -m tests.run_suite
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) system-deps
 	HEMX_REQUIRE_NATIVE=1 $(BIN)/python -m tests.run_suite -m "not slow"
 
 bench: $(STAMP)

@@ -11,6 +11,11 @@ two processes at once finish the suite in a little over half the serial time (me
 ``minutes`` are timings measured on the 2-core development machine), and each group's output is printed whole when it
 ends. Extra arguments go to every pytest (``-m "not slow"``, ``-x``, ...).
 
+Tests that need a system package this machine lacks (``scripts/system-deps.sh`` lists and installs them) are
+skipped with a reason that starts with ``tests.helpers.system.NOT_RUN``; each pytest runs with ``-rs`` so the
+reasons are printed, and the closing lines say how many tests were not run, for which package, and the command that
+installs it (in CI those tests fail instead).
+
 Usage: ``python -m tests.run_suite [pytest args]`` (what ``make test`` runs).
 """
 
@@ -23,6 +28,8 @@ import sys
 import threading
 import time
 from typing import NamedTuple
+
+from tests.helpers.system import NOT_RUN, SCRIPT
 
 
 class Group(NamedTuple):
@@ -67,7 +74,8 @@ GROUPS = (
     Group(("tests/kernels/test_automorphism.py", "tests/kernels/test_bat.py", "tests/kernels/test_bconv.py",
            "tests/kernels/test_modarith.py", "tests/kernels/test_ntt.py", "tests/kernels/test_ntt_layout.py",
            "tests/kernels/test_prng.py", "tests/nt"), 4.6),  # test_prng.py (issue 27): about 0.8 min
-    Group(("tests/polymul", "tests/test_bad_input.py", "tests/test_compilation_cache.py", "tests/test_layers.py"),
+    Group(("tests/polymul", "tests/test_bad_input.py", "tests/test_compilation_cache.py", "tests/test_layers.py",
+           "tests/test_system_deps.py"),
           2.8),
     # subprocesses with 8 simulated devices (test_shardmap_keyswitch.py: about 1.5 min more) and 2 jax.distributed
     # processes; test_export.py's boot_12 bootstrap export for cuda and tpu: about 1 min
@@ -79,6 +87,7 @@ GROUPS = (
     # a second venv with JAX 0.11.2 (made once under build/, about 1 min) runs CKKS ops and a boot_12 bootstrap
     Group(("tests/test_jax_compat.py",), 2.8),
 )
+NOT_RUN_LINE = re.compile(r"^SKIPPED \[(\d+)\] [^:]+(?::\d+)?: " + re.escape(NOT_RUN) + r" (\S+)")
 COUNTS = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed|skipped|deselected)")
 
 
@@ -94,13 +103,14 @@ def jobs() -> int:
 def run_group(group: Group, argv: list[str]) -> tuple[int, str, float]:
     """(return code, output, minutes) of one pytest process over ``group.paths``."""
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", *argv, *group.paths], stdout=subprocess.PIPE,
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", *argv, *group.paths], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     return proc.returncode, proc.stdout, (time.monotonic() - start) / 60
 
 
 def main(argv: list[str]) -> int:
     totals: dict[str, int] = {}
+    not_run: dict[str, int] = {}  # Debian package -> tests not run for want of it
     worst = 0
     lock = threading.Lock()
     pending = sorted(GROUPS, key=lambda g: -g.minutes)  # longest first: the last to start are the short ones
@@ -120,6 +130,10 @@ def main(argv: list[str]) -> int:
                 print(f"== pytest {' '.join(group.paths)}  ({minutes:.1f} min)", flush=True)
                 sys.stdout.write(out)
                 sys.stdout.flush()
+                for line in lines:
+                    hit = NOT_RUN_LINE.match(line)
+                    if hit:
+                        not_run[hit.group(2)] = not_run.get(hit.group(2), 0) + int(hit.group(1))
                 for count, word in COUNTS.findall(last):
                     key = "errors" if word.startswith("error") else word
                     totals[key] = totals.get(key, 0) + int(count)
@@ -138,6 +152,11 @@ def main(argv: list[str]) -> int:
     other = ", ".join(f"{totals[k]} {k}" for k in ("errors", "xfailed", "xpassed", "crashed") if totals.get(k))
     print(f"suite: {len(GROUPS)} pytest processes, {n} at a time, in {minutes:.1f} min"
           + (f"; also {other}" if other else ""))
+    if not_run:
+        packages = sorted(not_run)
+        print(f"suite: not run on this machine, for want of system packages: "
+              + ", ".join(f"{not_run[p]} tests need {p}" for p in packages)
+              + f"; install with `sudo apt-get install -y {' '.join(packages)}` (or `{SCRIPT}` as root)")
     failed = totals.get("failed", 0) + totals.get("errors", 0) + totals.get("crashed", 0)
     skipped = f", {totals['skipped']} skipped" if totals.get("skipped") else ""
     print(f"suite: {totals.get('passed', 0)} passed, {failed} failed{skipped}")

@@ -8,11 +8,13 @@ import warnings
 import pytest
 
 from hemx.bench import resnet
+from tests.helpers.system import need_fashion_mnist
 from hemx.ckks import InsecureParametersWarning
 from hemx.errors import ParameterError
 
 
 def test_plain_plan_and_simulated_boot12():
+    need_fashion_mnist()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         out = resnet.bench(preset="boot_12", plain=40, simulate=4, encrypted=0, batch=2, allow_insecure=True)

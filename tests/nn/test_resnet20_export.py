@@ -18,6 +18,7 @@ import hemx
 from hemx import nn
 from hemx.ckks import keygen as keygen_mod
 from hemx.bench import resnet as resnet_bench
+from tests.helpers.system import need_fashion_mnist
 
 CUSTOM_CALL = re.compile(r"custom_call\s*@hemx_")
 INT8_DOT = re.compile(r"stablehlo\.dot_general[^\n]*\(tensor<[^>]*xi8>, tensor<[^>]*xi8>\) -> tensor<[^>]*xi32>")
@@ -26,6 +27,7 @@ CONSTANT = re.compile(r'stablehlo\.constant dense<"0x([0-9A-Fa-f]*)">')
 
 @pytest.mark.slow  # a boot_16 Context and its bootstrapper (~20 s, 3.1 GiB), tracing and lowering ResNet-20
 def test_resnet20_boot16_exports_without_large_constants():
+    need_fashion_mnist()  # calibrated on training images, as `hemx bench resnet` is
     graph, _ = resnet_bench.model()  # compiled as `hemx bench resnet` compiles it
     calibration, _ = resnet_bench.load("train", resnet_bench.CALIBRATION_IMAGES)
     ctx = hemx.Context(hemx.CKKSParameters.preset("boot_16"))

@@ -13,8 +13,9 @@ instruction set is detected, and every path is exercised here whatever CPU the s
 * aarch64: ``csrc/`` cross-compiled with ``aarch64-linux-gnu-g++`` (scalar + NEON), its self-test under
   ``qemu-aarch64``.
 
-The tools (qemu-user, g++-aarch64-linux-gnu, clang-14) are Debian packages that ``.ci/run`` installs: in CI
-(``CI`` set) a missing tool fails these tests; elsewhere they skip, saying which package to install.
+The tools (qemu-user, g++-aarch64-linux-gnu, clang-14) are Debian packages that ``scripts/system-deps.sh`` installs
+(``make test`` and ``.ci/run`` run it): in CI (``CI`` set) a missing tool fails these tests; elsewhere they are
+reported as not run, naming the package to install (``tests/helpers/system.py``).
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ import sys
 import pytest
 
 from hemx.kernels import native
+from tests.helpers.system import need_tool as need
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CSRC = os.path.join(ROOT, "csrc")
-IN_CI = bool(os.environ.get("CI"))
 
 
 def _builder():
@@ -45,17 +46,6 @@ def _builder():
 
 
 B = _builder()
-
-
-def need(tool: str, package: str) -> str:
-    """The path of ``tool``; skips (fails in CI) when it is missing."""
-    path = shutil.which(tool)
-    if path:
-        return path
-    msg = f"{tool} not found (Debian package {package}; .ci/run installs it)"
-    if IN_CI:
-        pytest.fail(msg)
-    pytest.skip(msg)
 
 
 def _clang() -> str | None:
