@@ -154,3 +154,13 @@ class BoundWarning(UserWarning):
 
 
 __all__ += ["PrecisionError", "BoundError", "BoundWarning"]
+
+
+class UnsupportedOperationError(HemxError, TypeError):
+    """An operation the object does not offer, with the alternative in the message: arithmetic operators or
+    comparisons on a bare ``Ciphertext`` / ``Plaintext`` (wrap the ciphertext: ``hemx.EncryptedArray(ct, ctx,
+    keys)``), comparisons of encrypted values, numpy functions ``EncryptedArray`` does not implement, or numpy
+    arguments it cannot honour (``out=``, ``where=``, another ``dtype=``)."""
+
+
+__all__.append("UnsupportedOperationError")

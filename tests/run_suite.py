@@ -53,11 +53,13 @@ GROUPS = (
     Group(("tests/apps", "tests/cli/test_demo.py", "tests/cli/test_demo_resnet.py"), 5.2),
     Group(("tests/bench",), 1.9),  # test_bench_bootstrap.py: boot_12 workers, --profile ~35 s; test_gpu_check.py ~45 s
     Group(("tests/circuits/test_bootstrap.py", "tests/circuits/test_bootstrap_scales.py",
-           "tests/circuits/test_bootstrap_sparse.py", "tests/circuits/test_lintrans_hoisting.py"), 3.5),  # test_bootstrap_sparse.py: new, not yet timed
+           "tests/circuits/test_bootstrap_sparse.py", "tests/circuits/test_lintrans_hoisting.py",
+           "tests/circuits/test_bootstrap_parameters.py"), 3.5),  # test_bootstrap_sparse.py: new, not yet timed
     Group(("tests/circuits/test_jit.py", "tests/circuits/test_lintrans.py", "tests/circuits/test_polynomial.py",
            "tests/circuits/test_simulator_exact.py", "tests/circuits/test_array.py", "tests/circuits/test_program.py",
-           "tests/circuits/test_dot_plain_evaluators.py"),
-          2.7),  # test_array.py: ~0.7 min; test_program.py (hemx.jit): ~0.3 min
+           "tests/circuits/test_dot_plain_evaluators.py", "tests/circuits/test_array_front.py"),
+          4.2),  # test_array.py: ~0.7 min; test_program.py (hemx.jit): ~0.3 min; test_array_front.py: ~1.5 min
+    # (a boot_12 bootstrap of 8 slots; the numpy dispatch reuses test_array.py's compiled programs), not yet timed
     Group(("tests/ckks",), 9.5),  # 6.9 before tests/ckks/test_eager_dispatch.py (about 1 min, new: scaled estimate);
     # + tests/ckks/test_chain_scales.py (issue 26: 1.1 min warm, ~1.6 cold on the development CPU)
     Group(("tests/cli/test_docs.py", "tests/dataflow", "tests/io/test_io.py", "tests/io/test_seeded_keys.py",

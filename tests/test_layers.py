@@ -1,17 +1,28 @@
-"""The one-way layering of DESIGN.md §2: a module of hemx imports only from its own layer or the layers below it.
+"""hemx's imports go one way: down a stack of layers, and never around a cycle.
+
+Each top-level subpackage of hemx is one layer. A module may import from its own layer and from the layers below
+it, never from one above, so every layer can be read, tested and reused without the ones built on it. Lowest
+first: errors (the exception types everything raises), nt (host-side number theory), kernels (the jit-able JAX
+kernels on residue arrays, with the optional C++ kernels of kernels.native inside the layer), ring (RNS
+polynomials), plan (NTT / key-switch planning, which ckks consults), parallel, ckks (the scheme), circuits
+(bootstrapping and encrypted programs), dataflow, polymul, io / service, nn, apps, bench, demo / cli.
+``hemx/__init__`` and ``hemx/__main__`` are the front over all of them; ``_version`` is a foundation helper any
+layer may read; ``compilation_cache`` (imported by ``hemx/__init__``) sits just above ``plan``, whose cache
+directory it uses. :data:`LAYERS` below is the order the test enforces.
+
+Inside a layer the imports must form no cycle either (:func:`test_no_import_cycles`): the modules of a package
+import one another in one direction, so a shared piece lives in a lower module that both import.
 
 Every ``hemx/**/*.py`` is parsed with ``ast`` (so imports inside functions and ``TYPE_CHECKING`` blocks count too,
-and nothing is imported); each module is mapped to its layer by its top-level subpackage. Layers, lowest first:
-errors, nt, kernels (kernels.native inside it), ring, plan (imported by ckks), parallel, ckks, circuits, dataflow,
-polymul, io/service, apps, bench, demo/cli. ``hemx/__init__`` and ``hemx/__main__`` are the front over all of them;
-``_version`` is a foundation helper any layer may read; ``compilation_cache`` (imported by ``hemx/__init__``)
-sits just above ``plan``, whose cache directory it uses.
+and nothing is imported).
 """
 
 from __future__ import annotations
 
 import ast
+import collections
 import pathlib
+from typing import Iterable, Mapping
 
 import pytest
 
@@ -92,7 +103,7 @@ FILES = sorted(ROOT.rglob("*.py"))
 
 def test_every_module_has_a_layer():
     unknown = sorted({layer_of(module_name(p)) for p in FILES} - RANK.keys())
-    assert not unknown, f"add these hemx packages to LAYERS (and to DESIGN.md §2): {unknown}"
+    assert not unknown, f"add these hemx packages to LAYERS (and to the layer list of this file's docstring): {unknown}"
 
 
 def test_no_module_imports_a_layer_above_its_own():
@@ -104,6 +115,124 @@ def test_no_module_imports_a_layer_above_its_own():
             if RANK.get(other, -1) > RANK.get(own, -1):
                 violations.append(f"{path.relative_to(ROOT.parent)}:{line} ({own}) imports {target} ({other})")
     assert not violations, "imports against the layer order:\n" + "\n".join(violations)
+
+
+def import_graph(paths: Iterable[pathlib.Path]) -> dict[str, dict[str, str]]:
+    """module -> {hemx module it imports: ``"file:line"`` of the first such import}, every import written in the
+    files (inside functions too) resolved by :func:`hemx_imports`.
+
+    Only written imports are edges. Python also initializes a package before any of its submodules, but that
+    implicit step is no edge here: with it, every ``__init__`` that imports its own children would be a cycle.
+    A submodule that *writes* an import of its own package's front (``from hemx.ckks import X`` inside
+    ``hemx/ckks/context.py``) while that front imports it is a real cycle and is reported.
+    """
+    graph: dict[str, dict[str, str]] = {}
+    for path in paths:
+        edges = graph.setdefault(module_name(path), {})
+        for line, target in hemx_imports(path):
+            edges.setdefault(target, f"{path.relative_to(ROOT.parent)}:{line}")
+    return graph
+
+
+def import_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` that hold a cycle (two or more modules, or one importing
+    itself), each sorted, in sorted order (Tarjan's algorithm, iterative: no recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> tuple[str, Iterable[str]]:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        return node, iter(sorted(graph.get(node, ())))
+
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [visit(root)]
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    work.append(visit(child))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:  # every child seen: close the node
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while not component or component[-1] != node:
+                        component.append(stack.pop())
+                        on_stack.discard(component[-1])
+                    if len(component) > 1 or node in graph.get(node, ()):
+                        found.append(sorted(component))
+    return sorted(found)
+
+
+def example_cycle(graph: Mapping[str, Iterable[str]], component: list[str]) -> list[str]:
+    """A shortest import path from the component's first module back to itself, inside the component:
+    ``[a, b, ..., a]``."""
+    start, members = component[0], set(component)
+    came_from: dict[str, str] = {}
+    queue = collections.deque([start])
+    while queue:
+        node = queue.popleft()
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return path[::-1] + [start]
+            if nxt in members and nxt not in came_from:
+                came_from[nxt] = node
+                queue.append(nxt)
+    raise AssertionError(f"{component} holds no cycle")  # pragma: no cover - import_cycles returns cycles only
+
+
+def describe_cycles(graph: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """One line per cyclic component: its modules, and one cycle through them with each import's file:line."""
+    lines = []
+    for component in import_cycles(graph):
+        path = example_cycle(graph, component)
+        hops = "".join(f" -> {b} ({graph[a][b]})" for a, b in zip(path, path[1:]))
+        lines.append(f"{len(component)} module(s) {component}; e.g. {path[0]}{hops}")
+    return lines
+
+
+def test_no_import_cycles():
+    """No two hemx modules import each other, however indirectly and wherever the import is written (a function
+    body counts: it is the same dependency, taken later). Move the shared piece to a lower module both import."""
+    cycles = describe_cycles(import_graph(FILES))
+    assert not cycles, f"{len(cycles)} import cycle(s) in hemx:\n" + "\n".join(cycles)
+
+
+def test_cycle_check_finds_a_cycle(monkeypatch):
+    """The detector itself, on fabricated modules: two that import each other inside functions are one cycle,
+    reported with its path and lines; a chain into the cycle, a self-import and an acyclic graph are told apart."""
+    ntt, native = ROOT / "kernels" / "ntt.py", ROOT / "kernels" / "native" / "__init__.py"
+    text = {ntt: "def f():\n    from hemx.kernels import native\n",
+            native: "import numpy\n\n\ndef g():\n    from hemx.kernels.ntt import NTTPlan\n"}
+    monkeypatch.setattr(pathlib.Path, "read_text", lambda self, encoding=None: text[self])
+    graph = import_graph([ntt, native])
+    assert import_cycles(graph) == [["hemx.kernels.native", "hemx.kernels.ntt"]]
+    (line,) = describe_cycles(graph)
+    assert line.endswith("e.g. hemx.kernels.native -> hemx.kernels.ntt (hemx/kernels/native/__init__.py:5) "
+                         "-> hemx.kernels.native (hemx/kernels/ntt.py:2)"), line
+
+    chain = {"a": {"b"}, "b": {"c"}, "c": {"d", "b"}, "d": set(), "e": {"e"}, "f": {"a"}}
+    assert import_cycles(chain) == [["b", "c"], ["e"]]
+    assert example_cycle(chain, ["b", "c"]) == ["b", "c", "b"] and example_cycle(chain, ["e"]) == ["e", "e"]
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    ring = {f"m{i}": {f"m{(i + 1) % 5}"} for i in range(5)} | {"m2": {"m3", "m0"}}
+    assert import_cycles(ring) == [[f"m{i}" for i in range(5)]] and example_cycle(ring, ["m0"] + [
+        f"m{i}" for i in range(1, 5)]) == ["m0", "m1", "m2", "m0"]
 
 
 @pytest.mark.parametrize("source, module, expected", [

@@ -36,6 +36,7 @@ import numpy as np
 
 from hemx.apps import _logreg_circuit as circuit
 from hemx.circuits import CKKSEvaluator, SlotSimulator
+from hemx.circuits.bootstrap import bootstrapper_for
 from hemx.ckks import CKKSParameters, Ciphertext, Context, EvaluationKeys
 from hemx.ckks import params as ckks_params
 from hemx.errors import LevelError, ParameterError, SlotError
@@ -233,12 +234,12 @@ def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext
     """Server: bootstrapped training on the encrypted packed data; returns the encrypted ``w_T / kappa``.
 
     ``eval_keys`` must hold the bootstrapping keys (``ctx.keygen(rotations=spec.rotation_steps,
-    bootstrap=True)``). ``progress("bootstrap", k, K)`` after each bootstrap (``K = plan.bootstraps``) and
+    bootstrap=bootstrapper_for(ctx))``). ``progress("bootstrap", k, K)`` after each bootstrap (``K = plan.bootstraps``) and
     ``progress("train", t, T)`` after each iteration; ``log`` collects the bootstraps' times and levels.
     """
     if ct_data.level < plan.top_level:
         raise LevelError(f"the training data is at level {ct_data.level}; the schedule starts at {plan.top_level}")
-    bootstrapper = ctx.bootstrapper()
+    bootstrapper = bootstrapper_for(ctx)
     if bootstrapper.plan.output_level != plan.output_level:
         raise LevelError(f"the context's bootstrap returns level {bootstrapper.plan.output_level}; the schedule "
                          f"was made for {plan.output_level}")
@@ -256,7 +257,7 @@ def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext
         # the training keeps the weights and the Nesterov vector in range by construction (the kappa scaling, checked
         # against plaintext training in tests/apps/test_logreg_bootstrap.py); the bound the operations propagate
         # through the sums and the sigmoid is far looser than that, so it is not what the bootstrap checks
-        fresh = ctx.bootstrap(batch.replace(bound=None), eval_keys)
+        fresh = bootstrapper.bootstrap(batch.replace(bound=None), eval_keys)
         jax.block_until_ready(fresh.data)
         log.at.append(t)
         log.seconds.append(time.perf_counter() - start)

@@ -412,7 +412,8 @@ def train_encrypted_bootstrapped(ctx: Context, eval_keys: EvaluationKeys, ct_dat
     (one batch of two) at the iterations of ``plan``; returns ``w_T / kappa`` (decrypt and
     :func:`unpack_weights`) with at least one level left for :func:`predict_encrypted`.
 
-    The keys must include the bootstrapping keys: ``ctx.keygen(rotations=spec.rotation_steps, bootstrap=True)``.
+    The keys must include the bootstrapping keys: ``ctx.keygen(rotations=spec.rotation_steps,
+    bootstrap=hemx.circuits.bootstrap.bootstrapper_for(ctx))``.
     ``progress`` gets ("train", t, T) per iteration and ("bootstrap", k, K) per bootstrap; ``log`` (a
     :class:`BootstrapLog`) collects the bootstraps' iterations, seconds and levels.
     """

@@ -1,6 +1,6 @@
 """Benchmarks: suites reproducing the papers' tables, machine description, result JSON and tables.
 
-Timing rules (DESIGN.md): every measurement is taken after a warm-up call (compilation excluded) with
+Timing rules (docs/architecture.md, "Measuring"): every measurement is taken after a warm-up call (compilation excluded) with
 ``jax.block_until_ready``, and the median of several repeats is reported with the machine it ran on.
 """
 

@@ -29,17 +29,12 @@ import warnings
 import numpy as np
 
 from hemx.bench.report import BenchResult, render_table
+from hemx.ckks.precision import precision_stats
 from hemx.errors import ParameterError
 
 SIDES = ("hemx", "desilofhe", "lattigo")
 LATTIGO_ENV = "HEMX_LATTIGO_BENCH"  # path of Lattigo's bootstrapping benchmark program
 LATTIGO_PARAMS = ("N16QP1546H192H32", "N16QP1767H32768H32")
-
-
-def _bits(want, got) -> tuple[float, float]:
-    err = np.abs(np.asarray(got) - np.asarray(want)).ravel()
-    bits = -np.log2(np.maximum(err, 2.0 ** -60))
-    return float(bits.min()), float(bits.mean())
 
 
 def peak_rss_gib() -> float:
@@ -57,16 +52,17 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
     import jax
 
     from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
+    from hemx.circuits.bootstrap import bootstrapper_for
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         params = CKKSParameters.preset(preset, allow_insecure=True)
     ctx = Context(params, slots=slots, key_storage=key_storage)
     start = time.perf_counter()
-    bt = ctx.bootstrapper()
+    bt = bootstrapper_for(ctx)
     prepare_s = time.perf_counter() - start
     start = time.perf_counter()
-    keys = ctx.keygen(bootstrap=True)
+    keys = ctx.keygen(bootstrap=bt)
     switching = [keys.relin, *keys.galois.values(), *keys.switching.values()]
     jax.block_until_ready([k.data for k in switching])
     keygen_s = time.perf_counter() - start
@@ -83,12 +79,12 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
         start = time.perf_counter()
         out = jax.block_until_ready(bt.bootstrap(ct, evk, iterations=iterations))
         times.append(time.perf_counter() - start)
-    min_bits, mean_bits = _bits(x, ctx.decrypt(out, keys))
+    prec = precision_stats(x, ctx.decrypt(out, keys))
     return {"side": "hemx", "params": params.describe(), "n": params.n, "slots": ctx.slots,
             "log_qp": params.log_qp, "ntt": ctx.plan.describe(), "iterations": iterations,
             "prepare_s": prepare_s, "keygen_s": keygen_s, "keys": len(switching), "key_bytes": key_bytes,
             "first_s": first_s, "median_s": statistics.median(times), "min_s": min(times),
-            "min_bits": min_bits, "mean_bits": mean_bits, "level_after": out.level,
+            "min_bits": prec.min_bits, "mean_bits": prec.mean_bits, "level_after": out.level,
             "max_level": params.max_level, "bootstrap": repr(bt), "message_ratio": bt.message_ratio,
             "evalmod_scale_bits": float(np.log2(bt.evalmod_scale)), "key_storage": ctx.key_storage,
             "transform_bytes": sum(lt.nbytes for lt in bt.cts + bt.stc), "peak_rss_gib": peak_rss_gib()}
@@ -136,10 +132,10 @@ def _desilo_worker(repeats: int, threads: int, seed: int, keys: str = "full") ->
         start = time.perf_counter()
         out = engine.bootstrap(ct, relin, conj, *boot_args)
         times.append(time.perf_counter() - start)
-    min_bits, mean_bits = _bits(x, engine.decrypt(out, sk))
+    prec = precision_stats(x, engine.decrypt(out, sk))
     return {"side": "desilofhe", "slots": engine.slot_count, "max_level": engine.max_level, "threads": threads,
             "keys": keys, "keygen_s": keygen_s, "first_s": first_s, "median_s": statistics.median(times),
-            "min_s": min(times), "min_bits": min_bits, "mean_bits": mean_bits, "level_after": out.level,
+            "min_s": min(times), "min_bits": prec.min_bits, "mean_bits": prec.mean_bits, "level_after": out.level,
             "key_bytes": key_bytes, "peak_rss_gib": peak_rss_gib()}
 
 

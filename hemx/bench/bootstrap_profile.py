@@ -393,17 +393,18 @@ def profile_bootstrap(ctx, bt, keys, ct, *, repeats: int = 3, whole_jit: bool = 
 
 def profile_worker(preset: str, repeats: int, seed: int, slots: int | None = None, whole_jit: bool = True) -> dict:
     """``python -m hemx.bench.bootstrap --worker hemx --profile``: keys, one bootstrap checked, the profile."""
-    from hemx.bench.bootstrap import _bits
     from hemx.bench.timing import machine_info
     from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
+    from hemx.ckks.precision import precision_stats
+    from hemx.circuits.bootstrap import bootstrapper_for
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         params = CKKSParameters.preset(preset, allow_insecure=True)
     ctx = Context(params, slots=slots)
-    bt = ctx.bootstrapper()
+    bt = bootstrapper_for(ctx)
     start = time.perf_counter()
-    keys = ctx.keygen(bootstrap=True)
+    keys = ctx.keygen(bootstrap=bt)
     switching = [keys.relin, *keys.galois.values(), *keys.switching.values()]
     jax.block_until_ready([k.data for k in switching])
     keygen_s = time.perf_counter() - start
@@ -413,12 +414,12 @@ def profile_worker(preset: str, repeats: int, seed: int, slots: int | None = Non
     prof = profile_bootstrap(ctx, bt, evk, ct, repeats=repeats, whole_jit=whole_jit,
                              log=lambda m: print(m, flush=True))
     out = bt.bootstrap(ct, evk)
-    min_bits, mean_bits = _bits(x, ctx.decrypt(out, keys)[: ctx.slots])
+    prec = precision_stats(x, ctx.decrypt(out, keys)[: ctx.slots])
     return {"side": "hemx", "profile": prof, "params": params.describe(), "preset": preset, "n": params.n,
             "slots": ctx.slots, "ntt": ctx.plan.describe(), "keyswitch": ctx.keyswitch, "keygen_s": keygen_s,
             "keys": len(switching), "key_bytes": sum(int(k.data.size) * k.data.dtype.itemsize for k in switching),
             "level_after": out.level, "max_level": params.max_level,
-            "bootstrap": repr(bt), "min_bits": min_bits, "mean_bits": mean_bits, "machine": machine_info(),
+            "bootstrap": repr(bt), "min_bits": prec.min_bits, "mean_bits": prec.mean_bits, "machine": machine_info(),
             "median_s": prof["eager_whole_median_s"], "min_s": prof["eager_whole_min_s"]}
 
 
@@ -430,17 +431,18 @@ def hoisting_ab(preset: str, *, repeats: int = 3, seed: int = 7, modes=("single"
     polynomial divisions (ModDowns and rescales, :func:`custom_call_polys`), the precision of one bootstrap of
     uniform values in [-1, 1] (worst / mean bits); then the whole bootstrap as one program per mode, and eagerly,
     timed round-robin in this one process (:func:`hemx.bench.timing.time_interleaved`)."""
-    from hemx.bench.bootstrap import _bits
     from hemx.bench.timing import machine_info
     from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
+    from hemx.ckks.precision import precision_stats
+    from hemx.circuits.bootstrap import bootstrapper_for
 
     say = log or (lambda msg: None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         params = CKKSParameters.preset(preset, allow_insecure=True)
     ctx = Context(params)
-    bt = ctx.bootstrapper()
-    keys = ctx.keygen(bootstrap=True)
+    bt = bootstrapper_for(ctx)
+    keys = ctx.keygen(bootstrap=bt)
     evk = keys.evaluation_keys()
     x = np.random.default_rng(seed).uniform(-1, 1, ctx.slots)
     # the bound metadata is not what is measured here: unknown (None), so no bound check can stop the comparison
@@ -450,8 +452,8 @@ def hoisting_ab(preset: str, *, repeats: int = 3, seed: int = 7, modes=("single"
     calls = {}
     for mode in modes:
         out = _with_hoisting(bt, mode, lambda: bt.bootstrap(ct, evk))
-        worst, mean = _bits(x, ctx.decrypt(out, keys)[: ctx.slots])
-        row = {"min_bits": worst, "mean_bits": mean, "stages": {}}
+        prec = precision_stats(x, ctx.decrypt(out, keys)[: ctx.slots])
+        row = {"min_bits": prec.min_bits, "mean_bits": prec.mean_bits, "stages": {}}
         x_in = ct
         for name, fn in stage_functions(bt, evk):
             if name in ("CoeffsToSlots", "SlotsToCoeffs"):

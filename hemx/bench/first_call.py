@@ -35,6 +35,7 @@ def worker(case: str, mode: str, seeds: list[int]) -> dict:
 
     from hemx import compilation_cache
     from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning, Sampler
+    from hemx.circuits.bootstrap import bootstrap, bootstrapper_for
     from hemx.circuits.program import jit as hemx_jit
 
     if case not in CASES or mode not in MODES:
@@ -60,14 +61,14 @@ def worker(case: str, mode: str, seeds: list[int]) -> dict:
         traces[0] += 1
         if case == "mul_rotate":
             return ctx.rotate(ctx.mul(a, a, keys, rescale=True), 1, keys)
-        return ctx.bootstrap(a, keys)
+        return bootstrap(ctx, a, keys)
 
     jitted = jax.jit(circuit) if mode == "jax" else hemx_jit(circuit)
     rng = np.random.default_rng(seeds[0])
     for index, seed in enumerate(seeds):
         if index:
             ctx.sampler = Sampler.insecure_for_tests(seed)
-        keys = ctx.keygen(rotations=[1]) if case == "mul_rotate" else ctx.keygen(bootstrap=True)
+        keys = ctx.keygen(rotations=[1]) if case == "mul_rotate" else ctx.keygen(bootstrap=bootstrapper_for(ctx))
         x = rng.uniform(-1, 1, ctx.slots)
         ct = ctx.encrypt(x, keys)
         if case != "mul_rotate":

@@ -17,8 +17,8 @@ stage against a time budget (whole run: under 8 minutes):
 6. one ``boot_16`` bootstrap, latency and precision, in a worker process killed when its budget runs out
    (:func:`hemx.bench.bootstrap.run_side`).
 
-It writes ``OUTDIR/gpu-check.json`` and ``OUTDIR/gpu-check.md`` (the figures beside the published ones of
-DESIGN.md section 4) and exits 0 only if every exactness check held. A stage whose budget has run out is skipped
+It writes ``OUTDIR/gpu-check.json`` and ``OUTDIR/gpu-check.md`` (the figures beside the published ones listed
+in docs/architecture.md, "Published figures") and exits 0 only if every exactness check held. A stage whose budget has run out is skipped
 with the reason recorded; the stage budgets are cumulative (time an early stage leaves unused goes to the later
 ones). ``--quick`` runs the same stages at small sizes (N = 2^10..2^12, set A, no bootstrap) on the CPU, for CI.
 :func:`write_docs` renders ``docs/results/gpu-<device>.md`` from a run's JSON.
@@ -49,7 +49,7 @@ JSON_NAME = "gpu-check.json"
 MD_NAME = "gpu-check.md"
 FORMAT = 1
 
-#: DESIGN.md section 4 (published figures, other hardware).
+#: Published figures, other hardware (the papers' tables; docs/architecture.md, "Published figures").
 PUBLISHED_NTT = {  # K NTT/s, one limb, by log2 N
     "TensorFHE, A100": {12: 910, 13: 450, 14: 209, 15: 99, 16: 48},
     "WarpDrive, A100": {12: 12181, 13: 4675, 14: 2088, 15: 1009, 16: 468},
@@ -511,7 +511,7 @@ def _num(v, digits: int = 0) -> str:
 
 
 def render_markdown(doc: dict) -> str:
-    """The run's figures beside the published ones (DESIGN.md section 4), as markdown."""
+    """The run's figures beside the published ones (docs/architecture.md, "Published figures"), as markdown."""
     info = doc.get("device", {})
     mem = info.get("device_memory_bytes")
     lines = [f"# hemx on {info.get('device_kind', '?')} ({info.get('backend', '?')})", "",

@@ -65,15 +65,14 @@ def measure(*, dataflows: Sequence[str] = DATAFLOWS, ops: Sequence[str] = OPS, p
 
     from hemx import parallel
     from hemx.bench.timing import time_call
-    from hemx.ckks import Sampler
-    from hemx.ckks.sharding import ShardedContext  # what hemx.Context(params, mesh=mesh) builds
+    from hemx.ckks import Context, Sampler
     from hemx.dataflow import KeySwitchShape, device_traffic
 
     params = small_params(log_n, levels, dnum)
     devices = jax.device_count()
     mesh = parallel.make_mesh(1, devices)
-    ctx = ShardedContext(params, mesh=mesh, ntt="mat3", reduction="shoup", planning="off",
-                         sampler=Sampler.insecure_for_tests(seed))
+    ctx = Context(params, mesh=mesh, ntt="mat3", reduction="shoup", planning="off",
+                  sampler=Sampler.insecure_for_tests(seed))
     keys = ctx.keygen(rotations=[1])
     rng = np.random.default_rng(seed)
     a = ctx.encrypt(rng.uniform(-1, 1, ctx.slots), keys)

@@ -4,7 +4,8 @@
   hoisted rotations);
 * :func:`evaluate_polynomial`, :func:`chebyshev_coefficients`, :func:`polynomial_depth`: polynomials in the power
   or Chebyshev basis with exact scale management;
-* :mod:`hemx.circuits.bootstrap`: packed bootstrapping (``ctx.bootstrap``), built from the pieces above;
+* :mod:`hemx.circuits.bootstrap`: packed bootstrapping (``bootstrap(ctx, ct, keys)``, ``bootstrapper_for(ctx)``,
+  ``BootstrapParameters``), built from the pieces above;
 * :class:`EncryptedArray`: ciphertexts with numpy's operators, reductions, ``@`` and ``polyval`` (built on the above);
 * :func:`jit` / :class:`Program` (:mod:`hemx.circuits.program`): compiled programs kept across key sets and
   processes (executables stored, outputs rebuilt with the caller's ids);
@@ -26,7 +27,7 @@ from hemx.circuits.evaluator import (
 from hemx.circuits.lintrans import LinearTransform, bsgs_split, diagonals, linear_transform
 from hemx.circuits.polynomial import chebyshev_coefficients, evaluate_polynomial, polynomial_depth
 from hemx.circuits.array import EncryptedArray
-from hemx.circuits import bootstrap  # noqa: E402  (registers Context.bootstrap)
+from hemx.circuits import bootstrap  # noqa: E402
 
 __all__ = [
     "Evaluator", "CKKSEvaluator", "SlotSimulator", "SimCiphertext", "SimPlaintext", "as_evaluator",

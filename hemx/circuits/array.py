@@ -12,6 +12,12 @@ ciphertexts) and the last axis the slots of each one. Reductions over the slots 
 the total in *every* slot (rotations and additions), so a reduced array (shape ``batch_shape``, or
 ``batch_shape + (1,)`` with ``keepdims=True``) still broadcasts against full vectors exactly like numpy's scalars.
 
+numpy's own functions and ufuncs dispatch here too (``np.sum(a, axis=-1)``, ``np.mean``, ``np.dot``, ``np.roll``,
+``np.polyval``, ``np.add``, ``np.multiply``...); what has no meaning on encrypted values (``out=``, ``where=``,
+comparisons, other numpy functions) raises :class:`~hemx.errors.UnsupportedOperationError` saying what is supported.
+:meth:`EncryptedArray.roll` keeps numpy's sign (element ``i`` moves to ``i + k``), the opposite of the
+function-style ``ctx.rotate(ct, k)`` (a left rotation).
+
 Everything is built on the public :class:`~hemx.Context` API (``add``, ``sub``, ``negate``, ``mul`` with
 ``rescale=True``, ``rotate``, ``conjugate``, ``drop_level``) and on :class:`~hemx.circuits.LinearTransform` and
 :func:`~hemx.circuits.evaluate_polynomial`, so level alignment, scale management and error checks are the
@@ -36,10 +42,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hemx.circuits.bootstrap import bootstrapper_for
 from hemx.circuits.lintrans import LinearTransform
 from hemx.circuits.polynomial import evaluate_polynomial
 from hemx.ckks import Ciphertext, Context, EvaluationKeys, KeySet, Plaintext
-from hemx.errors import ContextMismatchError, KeyMismatchError, LevelError, MissingKeyError, ParameterError, ShapeError
+from hemx.errors import (ContextMismatchError, KeyMismatchError, LevelError, MissingKeyError, ParameterError,
+                         ShapeError, UnsupportedOperationError)
 from hemx.kernels import automorphism
 
 # what the last logical axis is: the slots, one replicated value kept as a size-1 axis, or no axis (replicated)
@@ -94,8 +102,8 @@ class EncryptedArray:
             ciphertext carries one, else None).
     """
 
-    __array_ufunc__ = None  # numpy operands defer to our reflected operators: np_array * a is a.__rmul__
     __hash__ = None  # type: ignore[assignment]  (like numpy arrays; == is refused anyway)
+    _hemx_takes_bare_operands = True  # a bare Ciphertext / Plaintext operand steps aside for our reflected operators
 
     def __init__(self, ciphertext: Ciphertext, ctx: Context, keys: EvaluationKeys, *, _axis: str = _FULL):
         if not isinstance(ctx, Context):
@@ -212,13 +220,14 @@ class EncryptedArray:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of an unsized (0-d) EncryptedArray")
+            raise UnsupportedOperationError("len() of an unsized (0-d) EncryptedArray")
         return self.shape[0]
 
     def __iter__(self):
         if not self.batch_shape:
-            raise TypeError("iteration runs over the batch axis, and this EncryptedArray has none (the slots of "
-                            "one ciphertext cannot be taken apart without the secret key: decrypt first)")
+            raise UnsupportedOperationError(
+                "iteration runs over the batch axis, and this EncryptedArray has none (the slots of one ciphertext "
+                "cannot be taken apart without the secret key: decrypt first)")
         return (self[i] for i in range(self.batch_shape[0]))
 
     # ---------------------------------------------------------------------------------------------- decryption
@@ -238,15 +247,63 @@ class EncryptedArray:
 
     # ---------------------------------------------------------------------------------------------- no comparisons
     def _refuse(self, *_):
-        raise TypeError(_COMPARE)
+        raise UnsupportedOperationError(_COMPARE)
 
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse  # type: ignore[assignment]
 
     def __bool__(self):
-        raise TypeError("the truth value of an EncryptedArray is unknown without the secret key: " + _COMPARE)
+        raise UnsupportedOperationError("the truth value of an EncryptedArray is unknown without the secret key: "
+                                        + _COMPARE)
 
     def __array__(self, *args, **kwargs):
-        raise TypeError("an EncryptedArray cannot become a numpy array without the secret key: use a.decrypt()")
+        raise UnsupportedOperationError("an EncryptedArray cannot become a numpy array without the secret key: use "
+                                        "a.decrypt()")
+
+    # ---------------------------------------------------------------------------------------------- numpy dispatch
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy's ufuncs on encrypted operands (``np.add(x, a)``, and ``x * a`` with a numpy ``x``, which numpy
+        turns into ``np.multiply(x, a)``): ``add``, ``subtract``, ``multiply``, ``divide`` (by plain values),
+        ``matmul``, ``power`` (integer exponents), ``negative``, ``positive``, ``conjugate`` and ``square``, through
+        this array's operators (result shapes as numpy's). ``out=``, ``where=`` and a ``dtype=`` other than the
+        array's are refused (:class:`~hemx.errors.UnsupportedOperationError` naming the argument), and so are the
+        comparisons and the ufuncs' methods (``np.add.reduce``: use ``np.sum``)."""
+        name = getattr(ufunc, "__name__", str(ufunc))
+        if ufunc in _COMPARISON_UFUNCS:
+            raise UnsupportedOperationError(_COMPARE)
+        if method != "__call__":
+            raise UnsupportedOperationError(
+                f"numpy.{name}.{method} is not supported on an EncryptedArray: call numpy.{name}(...) itself, or "
+                "numpy.sum / a.sum(axis=...) for a reduction")
+        _check_numpy_options(name, self, kwargs)
+        if ufunc in _UNARY_UFUNCS and len(inputs) == 1:
+            return getattr(inputs[0], _UNARY_UFUNCS[ufunc])()
+        if ufunc not in _BINARY_UFUNCS or len(inputs) != 2:
+            raise UnsupportedOperationError(f"numpy.{name} is not supported on an EncryptedArray: {_supported()}")
+        forward, reflected = _BINARY_UFUNCS[ufunc]
+        x, y = inputs
+        if isinstance(x, EncryptedArray):
+            out = getattr(x, forward)(y)
+        elif reflected is not None:
+            out = getattr(y, reflected)(x)
+        else:
+            out = NotImplemented
+        if out is NotImplemented:
+            raise UnsupportedOperationError(
+                f"numpy.{name}({type(x).__name__}, {type(y).__name__}) is not supported: the other operand of an "
+                "EncryptedArray must be numbers, a numpy array, a Plaintext or another EncryptedArray"
+                + (" (and the exponent of ** a non-negative integer)" if name == "power" else ""))
+        return out
+
+    def __array_function__(self, func, types, args, kwargs):
+        """numpy functions given an :class:`EncryptedArray`: ``np.sum`` and ``np.mean`` (``axis=``,
+        ``keepdims=``), ``np.dot``, ``np.roll``, ``np.polyval`` (numpy's descending coefficients), ``np.shape``,
+        ``np.ndim`` and ``np.size`` run on the encrypted array (results as its methods'); any other raises
+        :class:`~hemx.errors.UnsupportedOperationError` listing the supported ones."""
+        handler = _NUMPY_FUNCTIONS.get(getattr(func, "__name__", None))
+        if handler is None or getattr(np, func.__name__, None) is not func:
+            raise UnsupportedOperationError(
+                f"numpy.{getattr(func, '__name__', func)} is not supported on an EncryptedArray: {_supported()}")
+        return handler(*args, **kwargs)
 
     # ---------------------------------------------------------------------------------------------- operand handling
     def _batch_to(self, batch: tuple[int, ...]) -> Ciphertext:
@@ -391,8 +448,9 @@ class EncryptedArray:
 
     def __truediv__(self, other):
         if isinstance(other, (EncryptedArray, Ciphertext)):
-            raise TypeError("homomorphic encryption cannot divide by an encrypted value; approximate 1/x with "
-                            "a.polyval(...) (e.g. Chebyshev coefficients of 1/x on the values' range)")
+            raise UnsupportedOperationError(
+                "homomorphic encryption cannot divide by an encrypted value; approximate 1/x with a.polyval(...) "
+                "(e.g. Chebyshev coefficients of 1/x on the values' range)")
         try:
             z = np.asarray(other)
         except Exception:  # noqa: BLE001
@@ -404,13 +462,14 @@ class EncryptedArray:
         return self * (inverse.item() if inverse.ndim == 0 else inverse)
 
     def __rtruediv__(self, other):
-        raise TypeError("homomorphic encryption cannot divide by an encrypted value; approximate 1/x with "
-                        "a.polyval(...) (e.g. Chebyshev coefficients of 1/x on the values' range)")
+        raise UnsupportedOperationError(
+            "homomorphic encryption cannot divide by an encrypted value; approximate 1/x with a.polyval(...) "
+            "(e.g. Chebyshev coefficients of 1/x on the values' range)")
 
     def __pow__(self, exponent):
         if isinstance(exponent, bool) or not isinstance(exponent, (int, np.integer)):
-            raise TypeError(f"EncryptedArray ** needs a non-negative integer exponent, got {exponent!r}; use "
-                            "a.polyval(...) for other functions")
+            raise UnsupportedOperationError(f"EncryptedArray ** needs a non-negative integer exponent, got "
+                                            f"{exponent!r}; use a.polyval(...) for other functions")
         n = int(exponent)
         if n < 0:
             raise ParameterError(f"EncryptedArray ** {n}: negative powers divide, which homomorphic encryption "
@@ -453,8 +512,19 @@ class EncryptedArray:
         return self._axis != _NONE and i == self.ndim - 1
 
     def roll(self, shift: int, axis: int = -1) -> "EncryptedArray":
-        """``numpy.roll(x, shift, axis)``: along the slots a rotation (a Galois key; negative shifts too), along
-        a batch axis a permutation of the ciphertexts (free)."""
+        """``numpy.roll(x, shift, axis)``, numpy's sign: element ``i`` moves to ``i + shift`` (a right rotation
+        for ``shift > 0``). Along the slots a rotation (a Galois key; negative shifts too), along a batch axis a
+        permutation of the ciphertexts (free). Shape unchanged.
+
+        The function-style :meth:`hemx.Context.rotate` counts the other way: ``ctx.rotate(ct, k, keys)`` is a
+        *left* rotation, ``numpy.roll(x, -k)``. So ``a.roll(k)`` is ``ctx.rotate(a.ciphertext, -k, keys)`` and
+        needs the rotation key for step ``-k`` (``ctx.keygen(rotations=[-k])``; ``-k`` and ``slots - k`` are
+        the same key)::
+
+            x = [0, 1, 2, 3]                    # 4 slots
+            a.roll(1).decrypt()                 # [3, 0, 1, 2] = numpy.roll(x, 1)  (key for step -1)
+            ctx.rotate(ct, 1, keys)             # [1, 2, 3, 0] = numpy.roll(x, -1) (key for step 1)
+        """
         if isinstance(shift, bool) or not isinstance(shift, (int, np.integer)):
             raise ParameterError(f"roll needs an integer shift, got {shift!r}")
         shift = int(shift)
@@ -475,6 +545,9 @@ class EncryptedArray:
         return self._new(self._ctx.conjugate(self._ct, self._keys))
 
     conjugate = conj
+
+    def _square(self) -> "EncryptedArray":
+        return self * self
 
     # ---------------------------------------------------------------------------------------------- reductions
     def _sum_slots(self) -> Ciphertext:
@@ -558,7 +631,7 @@ class EncryptedArray:
                              f"shape {m.shape}; a smaller matrix is zero-padded")
         if self.level < 1:
             raise LevelError("a matrix product consumes one level: this array is at level 0 (use parameters with "
-                             "more levels, or bootstrap)")
+                             "more levels, or refresh it with a.bootstrap() on bootstrapping parameters)")
         m = _pad(m, (self.slots, self.slots))
         digest = hashlib.sha1(np.ascontiguousarray(m).tobytes() + str(m.dtype).encode()).hexdigest()
         key = (self._ctx.id, self.level, digest)
@@ -576,9 +649,10 @@ class EncryptedArray:
     def _apply(self, lt: LinearTransform) -> "EncryptedArray":
         if self._axis != _FULL:
             raise ShapeError(f"a matrix product needs a vector of slots, this EncryptedArray has shape {self.shape}")
-        self._need_rotations(lt.rotations, "this matrix product (baby-step/giant-step)",
-                             hint=f"ctx.keygen(rotations=LinearTransform(ctx, M).rotations) (here "
-                                  f"rotations={list(lt.rotations)})")
+        steps = list(lt.rotations)
+        self._need_rotations(steps, "this matrix product (baby-step/giant-step)",
+                             hint=f"ctx.keygen(rotations={steps}) (the steps of this matrix's non-zero "
+                                  "diagonals; add those your other operations need)")
         return self._new(lt.apply(self._ct, self._keys))
 
     def matmul(self, matrix) -> "EncryptedArray":
@@ -596,7 +670,8 @@ class EncryptedArray:
                                  "(a * b).sum(axis=-1)")
             return self.dot(other)
         if isinstance(other, LinearTransform):
-            raise TypeError("a LinearTransform applies M x: write lt @ a (or a @ M with the matrix itself)")
+            raise UnsupportedOperationError("a LinearTransform applies M x: write lt @ a (or a @ M with the matrix "
+                                            "itself)")
         try:
             m = _numeric(other, "@")
         except ParameterError:
@@ -633,6 +708,19 @@ class EncryptedArray:
         """The same values at a lower level (limbs dropped)."""
         return self._new(self._ctx.drop_level(self._ct, level))
 
+    def bootstrap(self, *, iterations: int = 1, message_ratio: int | None = None) -> "EncryptedArray":
+        """The same values (same shape) at the post-bootstrap level: fresh levels for more products.
+
+        Runs :func:`hemx.circuits.bootstrap.bootstrapper_for` ``(ctx, message_ratio=...)``'s bootstrap with the
+        array's key set, which must hold the bootstrapping keys (``ctx.keygen(bootstrap=bootstrapper_for(ctx))``;
+        :class:`~hemx.errors.MissingKeyError` otherwise) on parameters with room for it (the ``boot_*`` presets).
+        ``iterations=2``: META-BTS, about 16 more bits. ``message_ratio``: see ``docs/bootstrap.md``; the
+        array's ``bound`` must not exceed what it supports (:class:`~hemx.errors.BoundError`). The result keeps
+        the array's key set.
+        """
+        boot = bootstrapper_for(self._ctx, message_ratio=message_ratio)
+        return self._new(boot.bootstrap(self._ct, self._keys, iterations=iterations))
+
     # ---------------------------------------------------------------------------------------------- indexing
     def __getitem__(self, key) -> "EncryptedArray":
         """Select ciphertexts along the batch axes (``a[0]``, ``a[1:3]``, ``a[:, 2]``); slots are not indexable."""
@@ -656,6 +744,147 @@ class EncryptedArray:
                 if np.issubdtype(idx.dtype, np.integer) and idx.size and (idx.min() < -size or idx.max() >= size):
                     raise IndexError(f"index array {idx.tolist()} is out of bounds for a batch axis of size {size}")
         return self._new(self._ct.replace(data=self._ct.data[key]))
+
+
+# ------------------------------------------------------------------------------------------------------ numpy dispatch
+_COMPARISON_UFUNCS = frozenset({np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal})
+_UNARY_UFUNCS = {np.negative: "__neg__", np.positive: "__pos__", np.conjugate: "conj", np.square: "_square"}
+_BINARY_UFUNCS = {  # ufunc -> (method of an encrypted first operand, method of an encrypted second operand)
+    np.add: ("__add__", "__radd__"),
+    np.subtract: ("__sub__", "__rsub__"),
+    np.multiply: ("__mul__", "__rmul__"),
+    np.divide: ("__truediv__", "__rtruediv__"),
+    np.matmul: ("__matmul__", "__rmatmul__"),
+    np.power: ("__pow__", None),
+}
+_OPTION_DEFAULTS = {"casting": "same_kind", "order": "K", "subok": True, "where": True}
+_OPTION_HELP = {
+    "out": "the result is a new EncryptedArray (ciphertexts are not written in place): assign it instead",
+    "where": "choosing slots by a condition would need the secret key: multiply by a 0/1 mask instead",
+    "dtype": "the values are encrypted floats (complex once complex values are involved): leave dtype=None and "
+             "convert after decrypting",
+    "initial": "add the start value afterwards (numpy.sum(a) + initial)",
+}
+
+
+def _supported() -> str:
+    functions = ", ".join(f"numpy.{name}" for name in sorted(_NUMPY_FUNCTIONS))
+    ufuncs = ", ".join(f"numpy.{u.__name__}" for u in list(_BINARY_UFUNCS) + list(_UNARY_UFUNCS))
+    return (f"supported are {functions} and the ufuncs {ufuncs} (numpy's operators on an EncryptedArray call "
+            "these); anything else needs the values themselves: decrypt first (a.decrypt())")
+
+
+def _same_dtype(dtype, a) -> bool:
+    if dtype is None:
+        return True
+    try:
+        wanted = np.dtype(dtype)
+    except TypeError:
+        return False
+    return wanted == (a.dtype if isinstance(a, EncryptedArray) else np.dtype(np.float64))
+
+
+def _check_numpy_options(name: str, a, options: dict) -> None:
+    """Refuse numpy keyword arguments that have no meaning on encrypted values (UnsupportedOperationError naming
+    the argument); accept their do-nothing values (``out=None``, ``where=True``, ``dtype=None`` or the array's)."""
+    for key, value in options.items():
+        if key == "out" and (value is None or (isinstance(value, tuple) and all(v is None for v in value))):
+            continue
+        if key == "dtype" and _same_dtype(value, a):
+            continue
+        if key in _OPTION_DEFAULTS and value is _OPTION_DEFAULTS[key]:
+            continue
+        if key in ("casting", "order") and value == _OPTION_DEFAULTS[key]:
+            continue
+        why = _OPTION_HELP.get(key, "leave it out (axis= and keepdims= are the arguments that apply)")
+        shown = f"<array of shape {np.shape(value)}>" if isinstance(value, (np.ndarray, tuple, list)) else repr(value)
+        raise UnsupportedOperationError(f"numpy.{name}(..., {key}={shown}) is not supported on an "
+                                        f"EncryptedArray: {why}")
+
+
+def _encrypted(name: str, a) -> EncryptedArray:
+    if not isinstance(a, EncryptedArray):
+        raise UnsupportedOperationError(f"numpy.{name} takes the EncryptedArray as its array argument, got "
+                                        f"{type(a).__name__} there")
+    return a
+
+
+def _keepdims(value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"keepdims must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _np_sum(a, axis=None, dtype=None, out=None, keepdims=False, **options):
+    """``numpy.sum(a, axis=None, keepdims=False)``: :meth:`EncryptedArray.sum`."""
+    _check_numpy_options("sum", a, dict(options, dtype=dtype, out=out))
+    return _encrypted("sum", a).sum(axis, keepdims=_keepdims(keepdims))
+
+
+def _np_mean(a, axis=None, dtype=None, out=None, keepdims=False, **options):
+    """``numpy.mean(a, axis=None, keepdims=False)``: :meth:`EncryptedArray.mean`."""
+    _check_numpy_options("mean", a, dict(options, dtype=dtype, out=out))
+    return _encrypted("mean", a).mean(axis, keepdims=_keepdims(keepdims))
+
+
+def _np_dot(a, b, out=None):
+    """``numpy.dot``: an encrypted first operand (shape ``batch + (slots,)``) with a plain vector ``(count,)``, a
+    plain matrix ``(count, count)`` or an encrypted vector ``(slots,)``; a plain vector ``(count,)`` or matrix
+    with an encrypted vector ``(slots,)``. numpy contracts the second operand's second-to-last axis, so an
+    encrypted *batch* as second operand is refused: write ``(a * b).sum(axis=-1)``."""
+    _check_numpy_options("dot", a, {"out": out})
+    if isinstance(b, EncryptedArray) and b.ndim != 1:
+        raise ShapeError(f"numpy.dot(x, b) contracts the last axis of x with the second-to-last of b, here a batch "
+                         f"axis of the encrypted b (shape {b.shape}); for one inner product per vector write "
+                         "(x * b).sum(axis=-1)")
+    if isinstance(a, EncryptedArray):
+        return a.dot(b)
+    plain = _numeric(a, "numpy.dot")
+    if plain.ndim == 1:
+        return b.dot(plain)
+    if plain.ndim == 2:
+        return b.__rmatmul__(plain)  # M x
+    raise ShapeError(f"numpy.dot(M, b) with an encrypted vector b takes a vector or a matrix M, got shape "
+                     f"{plain.shape}")
+
+
+def _np_roll(a, shift, axis=None):
+    """``numpy.roll(a, shift, axis)``: :meth:`EncryptedArray.roll` (element ``i`` moves to ``i + shift``).
+    ``axis=None`` (numpy's default: the flattened array) only for a single vector, where it is the slots."""
+    a = _encrypted("roll", a)
+    if axis is None:
+        if a.ndim != 1:
+            raise ShapeError(f"numpy.roll without axis rolls the flattened array, which has no encrypted "
+                             f"counterpart for shape {a.shape}: give axis=-1 (the slots) or a batch axis")
+        axis = -1
+    return a.roll(shift, axis=axis)
+
+
+def _np_polyval(p, x):
+    """``numpy.polyval(p, x)``: coefficients in numpy's *descending* order (``p[0] x^deg + ... + p[-1]``);
+    :meth:`EncryptedArray.polyval` takes them ascending."""
+    if isinstance(p, EncryptedArray):
+        raise UnsupportedOperationError("numpy.polyval(p, x) needs plain coefficients p (the EncryptedArray is x)")
+    c = _numeric(p, "numpy.polyval")
+    if c.ndim != 1:
+        raise ShapeError(f"numpy.polyval needs a 1-D coefficient vector, got shape {c.shape}")
+    return _encrypted("polyval", x).polyval(c[::-1])
+
+
+def _np_shape(a):
+    return a.shape
+
+
+def _np_ndim(a):
+    return a.ndim
+
+
+def _np_size(a, axis=None):
+    return a.size if axis is None else a.shape[a._axis_index(axis)]
+
+
+_NUMPY_FUNCTIONS = {"sum": _np_sum, "mean": _np_mean, "dot": _np_dot, "roll": _np_roll, "polyval": _np_polyval,
+                    "shape": _np_shape, "ndim": _np_ndim, "size": _np_size}
 
 
 def _numeric(value, what: str) -> np.ndarray:

@@ -47,7 +47,8 @@ class Evaluator(Protocol):
     def sub(self, a, b): ...
     def mul(self, a, b, *, rescale: bool = False): ...  # two values, relinearized; rescale=True: and rescaled
     def mul_const(self, x, value: float, *, plain_scale: float): ...  # round(value * plain_scale) times x
-    def encode(self, values, *, level: int, scale: float): ...  # numbers -> a plaintext for mul_plain
+    def encode(self, values, *, level: int, scale: float, rows=None, pos=None): ...  # numbers (or traced) -> a
+    # plaintext for mul_plain; ``rows``/``pos``: the values are those rows of a zero batch (place_rows)
     def mul_plain(self, x, plaintext): ...  # not rescaled
     def dot_plain(self, x, plaintexts): ...  # sum_k x[k] * plaintexts[k] (stacked x, one encode of k rows), not rescaled
     def rescale(self, x): ...
@@ -59,6 +60,23 @@ class Evaluator(Protocol):
     def take(self, x, index: int): ...  # entry ``index`` of the leading batch axis
     def sum_leading(self, x): ...  # sum over the leading batch axis
     def ready(self, x): ...  # x, once computed (JAX dispatches asynchronously)
+
+
+def place_rows(values, rows: int | None, pos):
+    """``values`` ``(k, ...)`` as rows ``pos`` (``k`` distinct indices) of a batch ``(rows, ...)``, zeros elsewhere
+    (numpy, or jax.numpy for traced values); ``values`` as they are without ``pos``."""
+    if pos is None:
+        return values
+    pos = np.asarray(pos)
+    if rows is None or pos.shape != np.shape(values)[:1] or pos.size and not 0 <= pos.min() <= pos.max() < rows:
+        raise ShapeError(f"pos must give one row index in [0, rows) per row of the values; got pos of shape "
+                         f"{pos.shape}, values {np.shape(values)}, rows={rows!r}")
+    if isinstance(values, jax.core.Tracer):
+        return jnp.zeros((rows,) + values.shape[1:], values.dtype).at[pos].set(values)
+    values = np.asarray(values)
+    out = np.zeros((rows,) + values.shape[1:], values.dtype)
+    out[pos] = values
+    return out
 
 
 def as_evaluator(backend, keys=None) -> Evaluator:
@@ -136,8 +154,10 @@ class CKKSEvaluator:
     def mul_const(self, x, value, *, plain_scale):
         return self.ctx.mul(x, float(value), plain_scale=float(plain_scale), rescale=False, auto_scale=False)
 
-    def encode(self, values, *, level, scale):
-        return self.ctx.encode(values, level=level, scale=scale, slots=self.slots)
+    def encode(self, values, *, level, scale, rows=None, pos=None):
+        """:meth:`Context.encode` at the evaluator's slot count (:func:`place_rows` first): host values are checked
+        and encoded at concrete time, traced ones inside the program, by the same encoder bit for bit."""
+        return self.ctx.encode(place_rows(values, rows, pos), level=level, scale=scale, slots=self.slots)
 
     def mul_plain(self, x, plaintext):
         return self.ctx.mul(x, plaintext, rescale=False, auto_scale=False)
@@ -348,8 +368,9 @@ class SlotSimulator:
             c = round(c * plain_scale) / plain_scale  # the integer constant CKKS multiplies by
         return SimCiphertext(x.values * c, x.level, self._product_scale(x.scale * plain_scale, x.level))
 
-    def encode(self, values, *, level, scale) -> SimPlaintext:
-        return SimPlaintext(self._values(np.asarray(values)), self._check_level(int(level)), float(scale))
+    def encode(self, values, *, level, scale, rows=None, pos=None) -> SimPlaintext:
+        values = place_rows(np.asarray(values), rows, pos)
+        return SimPlaintext(self._values(values), self._check_level(int(level)), float(scale))
 
     def mul_plain(self, x: SimCiphertext, plaintext) -> SimCiphertext:
         if not isinstance(plaintext, SimPlaintext):
@@ -428,4 +449,4 @@ def block_until_ready(x: Any) -> Any:
 
 
 __all__ = ["Evaluator", "CKKSEvaluator", "SlotSimulator", "SimCiphertext", "SimPlaintext", "as_evaluator",
-           "block_until_ready", "Plaintext"]
+           "block_until_ready", "place_rows", "Plaintext"]

@@ -38,7 +38,7 @@ from hemx.ckks import encoder as ckks_encoder
 from hemx.ckks import evaluator as ckks_evaluator
 from hemx.ckks import keyswitch
 from hemx.errors import LevelError, ParameterError
-from hemx.kernels import automorphism, modarith
+from hemx.kernels import automorphism
 
 DEFAULT_BSGS_RATIO = 2.0
 HOISTING = ("auto", "double", "single", "none")
@@ -78,6 +78,18 @@ def bsgs_split(indices: Sequence[int], slots: int, *, ratio: float = DEFAULT_BSG
             best, best_cost = n1, cost
         n1 *= 2
     return best
+
+
+def bsgs_steps(indices: Sequence[int], slots: int, *,
+               ratio: float = DEFAULT_BSGS_RATIO) -> tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """``(n1, baby_steps, giant_steps, rotations)`` of the split of these diagonal indices (:func:`bsgs_split`):
+    the steps ``k mod n1`` and ``k - k mod n1``, and the non-zero ones, sorted: the rotation keys a
+    :class:`LinearTransform` with these non-zero diagonals needs. Host-side, nothing encoded."""
+    n1 = bsgs_split(indices, slots, ratio=ratio)
+    idx = np.asarray(sorted({int(k) % slots for k in indices}), dtype=np.int64)
+    babies = tuple(int(b) for b in np.unique(idx % n1))
+    giants = tuple(int(g) for g in np.unique(idx - idx % n1))
+    return n1, babies, giants, tuple(sorted({s for s in babies + giants if s}))
 
 
 class LinearTransform:
@@ -125,11 +137,8 @@ class LinearTransform:
         self.indices = tuple(int(k) for k in indices)
         if not self.indices:
             raise ParameterError("the matrix is zero: nothing to transform")
-        self.n1 = bsgs_split(self.indices, self.slots, ratio=float(bsgs_ratio))
-        idx = np.asarray(self.indices)
-        self.baby_steps = tuple(int(b) for b in np.unique(idx % self.n1))
-        self.giant_steps = tuple(int(g) for g in np.unique(idx - idx % self.n1))
-        self.rotations = tuple(sorted({s for s in self.baby_steps + self.giant_steps if s}))
+        self.n1, self.baby_steps, self.giant_steps, self.rotations = bsgs_steps(self.indices, self.slots,
+                                                                                ratio=float(bsgs_ratio))
         # pre-rotated diagonals rot(d_{g+b}, -g), one plaintext each, encoded in one batch
         shifted = np.stack([np.roll(row, k - k % self.n1) for k, row in zip(self.indices, rows)])
         if plain_scale is None:
@@ -386,15 +395,15 @@ def compact_rows(arrays) -> tuple[int, list]:
 
 def _special_residues(ev: CKKSEvaluator, values: np.ndarray, scale: float) -> list:
     """The residues modulo the special primes ``P`` (NTT domain, ``(num_p, N)`` each) of the integer polynomials
-    ``ev.encode(values, ...)`` encodes (the same rounding: :func:`hemx.ckks.encoder.embed`), one per row."""
+    ``ev.encode(values, ...)`` encodes (its encoder, :func:`hemx.ckks.encoder.encode_ntt`, over the plan's ``P``
+    limbs: the same integers), one per row."""
     ctx = ev.ctx
     p = ctx.params
     ps = tuple(p.special_moduli)
     z, _ = ckks_encoder.slot_values(values, ev.slots, p.n)
-    coeffs = ckks_encoder.embed(z, p.n, ev.slots, scale)
-    with jax.ensure_compile_time_eval():  # residues formed in the kernel, fused with the NTT (as Context.encode)
-        data = ckks_evaluator.float_ntt_q(jax.numpy.asarray(coeffs), modarith.pow2_table(ps), ctx.plan, num_p=0,
-                                          num_q=len(ps))
+    with jax.ensure_compile_time_eval():  # host values, as Context.encode
+        data, _ = ckks_encoder.encode_ntt(z, scale, ckks_encoder.embed_tables(ev.slots), ckks_encoder.pow2_table(ps),
+                                          ctx.plan, n=p.n, num_p=0, num_q=len(ps))
     return [data[i] for i in range(data.shape[0])]
 
 
@@ -412,4 +421,4 @@ def _unstack(plain, count: int) -> list:
     raise ParameterError(f"unexpected plaintext type {type(plain).__name__}")
 
 
-__all__ = ["LinearTransform", "linear_transform", "diagonals", "bsgs_split", "SlotSimulator"]
+__all__ = ["LinearTransform", "linear_transform", "diagonals", "bsgs_split", "bsgs_steps", "SlotSimulator"]

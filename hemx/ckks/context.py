@@ -28,11 +28,12 @@ import numpy as np
 
 from hemx.ckks import checks, encoder, encryptor, evaluator, keygen as keygen_mod
 from hemx.ckks import keyswitch as ks
+from hemx.ckks import placement as placement_mod
 from hemx.ckks.ciphertext import Ciphertext, Plaintext
 from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey, new_id
 from hemx.ckks.params import CKKSParameters
 from hemx.ckks.sampling import Sampler
-from hemx.ckks.tables import LevelTables, TableCache, pack_tree, unpack_tree
+from hemx.ckks.tables import LevelTables, pack_tree, unpack_tree
 from hemx.ckks.validation import check_int, is_int, is_real
 from hemx.errors import (
     ContextMismatchError,
@@ -67,17 +68,6 @@ def resolve_key_storage(storage: str = "auto") -> str:
     return storage
 
 
-# Bootstrapping is a circuit (hemx.circuits.bootstrap, a layer above this one); it registers its factory here so
-# that Context.bootstrap can build it without this layer importing the one above.
-_BOOTSTRAPPER_FACTORY = None
-
-
-def register_bootstrapper(factory) -> None:
-    """Called by :mod:`hemx.circuits.bootstrap`: ``factory(ctx)`` builds a context's bootstrapping circuit."""
-    global _BOOTSTRAPPER_FACTORY
-    _BOOTSTRAPPER_FACTORY = factory
-
-
 @functools.lru_cache(maxsize=256)
 def _bound_callable(fn, layouts: tuple, statics: tuple):
     """``jax.jit`` of ``fn(*data, *trees, **statics)`` taking each tree as the packed buffers of its layout.
@@ -100,6 +90,27 @@ def _bound_callable(fn, layouts: tuple, statics: tuple):
 
     run.__name__ = f"bound_{getattr(fn, '__name__', 'op')}"
     return jax.jit(run)
+
+
+def _on_placement(*, place: bool = True):
+    """Decorator of :class:`Context`'s public operations: on a mesh (``ctx.mesh`` set) the operation runs inside
+    its placement's kernel block (:meth:`hemx.ckks.placement.Placement.kernels`: the native kernels off) and, with
+    ``place``, its result (ciphertext, plaintext, key set, or a list of them) is placed
+    (:meth:`~hemx.ckks.placement.Placement.place`; inner calls, e.g. ``sub`` -> ``add``, are placed too); on one
+    device the operation is called as it is."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def op(self, *args, **kwargs):
+            if self.mesh is None:
+                return method(self, *args, **kwargs)
+            with self.placement.kernels():
+                out = method(self, *args, **kwargs)
+                return self.placement.place(out) if place else out
+
+        return op
+
+    return wrap
 
 
 def _with_data(ct, data, **changes):
@@ -184,17 +195,15 @@ class Context:
         key_storage: "auto" (default), "compact" or "full": how :meth:`keygen` and loaded keys hold switching keys
             in memory (:data:`KEY_STORAGE`; compact keys are half the bytes: the uniform halves are generated inside
             each key switch from a stream key). The resolved choice is ``ctx.key_storage``; results are identical.
-        mesh: a ``jax.sharding.Mesh`` with axes "batch" and "limbs": the context is then a
-            :class:`hemx.ckks.sharding.ShardedContext` whose ciphertexts, plaintexts and keys are spread over
-            the mesh's devices (``docs/parallel.md``). None (default): one device.
+        mesh: a ``jax.sharding.Mesh`` with axes "batch" and "limbs": ciphertexts, plaintexts and keys are then
+            spread over the mesh's devices by a :class:`hemx.ckks.placement.MeshPlacement` (``ctx.placement``;
+            ``docs/parallel.md``): every public operation places its result there, the NTT is a pure-JAX method
+            (None: "mat3"; "native" raises ParameterError) and the native kernels are off. None (default): one
+            device (:data:`hemx.ckks.placement.SINGLE_DEVICE`).
+        keyswitch_path: with ``mesh``: "auto" (default; the ``jax.shard_map`` key switch where its rule holds),
+            "shard_map" (the same) or "partitioner" (XLA's SPMD partitioner; for comparison). See
+            :class:`hemx.ckks.placement.MeshPlacement`; settable later as ``ctx.tables.keyswitch_path``.
     """
-
-    def __new__(cls, *args, mesh=None, **kwargs):
-        if mesh is not None and cls is Context:  # hemx.Context(params, mesh=mesh): the sharded front
-            from hemx.ckks.sharding import ShardedContext  # noqa: PLC0415 - it subclasses this class
-
-            cls = ShardedContext
-        return super().__new__(cls)
 
     def __init__(
         self,
@@ -211,6 +220,7 @@ class Context:
         decryption_check: str = "raise",
         key_storage: str = "auto",
         mesh=None,
+        keyswitch_path: str = "auto",
     ):
         if not isinstance(params, CKKSParameters):
             raise ParameterError("Context needs a CKKSParameters instance")
@@ -222,25 +232,34 @@ class Context:
         self.sampler = sampler or Sampler()
         self.num_p = len(params.special_moduli)  # special (P) limbs
         self.basis = tuple(params.special_moduli) + tuple(params.moduli)  # P first, then Q
+        self.placement = placement_mod.for_mesh(mesh, keyswitch_path=keyswitch_path)
+        self.mesh = self.placement.mesh  # None on one device
         forced_flow = None if keyswitch is None else self._check_dataflow(keyswitch)
-        self.planned = planner.plan_ntt(params.n, self.basis, method=ntt, reduction=reduction, split=ntt_split,
-                                        bp=bp, planning=planning)
-        variant = self.planned.variant
-        self.reduction = variant.reduction
-        self.keyswitch = forced_flow or planner.choose_dataflow(params.n, self.num_p, params.num_limbs,
-                                                                params.dnum)
-        self.ring = RNSRing(params.n, self.basis, **variant.ring_kwargs())
+        method = self.placement.resolve_ntt(ntt, ntt_split=ntt_split)  # on a mesh: a pure-JAX NTT
+        with self.placement.kernels():  # on a mesh: planned and resolved with the native kernels off
+            self.planned = planner.plan_ntt(params.n, self.basis, method=method, reduction=reduction,
+                                            split=ntt_split, bp=bp, planning=planning)
+            variant = self.planned.variant
+            self.reduction = variant.reduction
+            self.keyswitch = forced_flow or planner.choose_dataflow(params.n, self.num_p, params.num_limbs,
+                                                                    params.dnum)
+            self.ring = RNSRing(params.n, self.basis, **variant.ring_kwargs())
+            self.placement.adopt_ring(self.ring)
+            self.key_storage = self._check_key_storage(key_storage)
         self.plan = self.ring.plan
-        self.tables = TableCache(params, reduction=self.reduction)  # per-level tables, built on first use
+        self.tables = self.placement.table_cache(params, reduction=self.reduction)  # per-level, built on first use
         self._bound: dict = {}  # eager dispatch: (kernel, tables key, statics) -> (tables, jitted, buffers)
-        self._bootstrapper = None  # {message_ratio: Bootstrapper}, built by bootstrapper() / keygen(bootstrap=True)
-        self.key_storage = self._check_key_storage(key_storage)
-        self.mesh = None  # one device; hemx.ckks.sharding.ShardedContext sets its mesh
-        if mesh is not None and not hasattr(self, "place"):
-            raise ParameterError("mesh= is handled by hemx.Context (hemx.ckks.sharding.ShardedContext)")
 
     def __repr__(self) -> str:
-        return f"Context({self.params.describe()}, slots={self.slots}, ntt={self.plan.describe()!r})"
+        where = self.placement.describe()
+        return (f"Context({self.params.describe()}, slots={self.slots}, ntt={self.plan.describe()!r}"
+                f"{', ' + where if where else ''})")
+
+    def place(self, x):
+        """A ciphertext, plaintext, key or key set (or a list of them) made elsewhere (e.g. deserialized) placed
+        where this context keeps its arrays (:meth:`hemx.ckks.placement.Placement.place`: on a mesh, spread over
+        its devices; on one device, as it is); anything else as is."""
+        return self.placement.place(x)
 
     # -------------------------------------------------------------------------------------------- tables
     def _limbs(self, level: int) -> int:
@@ -297,8 +316,8 @@ class Context:
         once into a few buffers (:func:`hemx.ckks.tables.pack_tree`) and the kernel runs through a jitted
         wrapper that unpacks them by static slices: the same computation, bit-identical results. ``tag`` names
         the tables (e.g. the level) in the cache key; the entry is rebuilt when the tables are other objects
-        (a cleared or replaced table cache). Under a trace (``jax.jit``, ``vmap``, ``export``) and on a sharded
-        context the kernel is called as it is, so nothing is built or cached inside a trace.
+        (a cleared or replaced table cache). Under a trace (``jax.jit``, ``vmap``, ``export``) and on a
+        mesh the kernel is called as it is, so nothing is built or cached inside a trace.
         """
         if self.mesh is None and not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(data)):
             key = (fn, tag, *statics.values())
@@ -435,6 +454,7 @@ class Context:
         return x.replace(data=x.data[..., : self._limbs(level), :], level=level)
 
     # -------------------------------------------------------------------------------------------- keys
+    @_on_placement()
     def keygen(
         self,
         rotations: Iterable[int] | str = (),
@@ -442,7 +462,7 @@ class Context:
         conjugation: bool = False,
         relin: bool = True,
         galois_elements: Iterable[int] = (),
-        bootstrap: bool = False,
+        bootstrap: keygen_mod.BootstrapKeys | None = None,
         sum_slots: bool = False,
         for_circuits: Iterable = (),
         rotation_level: int | Mapping[int, int] | None = None,
@@ -455,19 +475,24 @@ class Context:
             conjugation: also generate the conjugation key.
             relin: generate the relinearization key (needed by :meth:`mul`).
             galois_elements: raw Galois elements ``g`` (automorphisms ``X -> X^g``) that also get a key.
-            bootstrap: also every key :meth:`bootstrap` needs (its rotations and the conjugation key); prepares the
-                bootstrapping circuit of this context once (:mod:`hemx.circuits.bootstrap`).
+            bootstrap: also every key a bootstrap needs (its rotations, the conjugation key and, where it switches
+                to an ephemeral sparse secret, the encapsulation keys), read from a value describing it
+                (:class:`hemx.ckks.keygen.BootstrapKeys`: ``hemx.BootstrapParameters.create(ctx.params,
+                slots=ctx.slots)`` or a bootstrapper, ``hemx.circuits.bootstrap.bootstrapper_for(ctx)``). ``True``
+                raises :class:`~hemx.errors.ParameterError` saying so.
             sum_slots: also the power-of-two rotation keys :meth:`sum_slots` needs.
             for_circuits: circuits the keys must serve; their rotation, conjugation and bootstrapping keys are
-                added (:func:`hemx.ckks.keygen.plan_keys`): ``LinearTransform`` objects, ``"sum_slots"``,
-                ``"bootstrap"``, a function ``fn(ct, keys)`` (traced once, abstractly, on a fresh top-level
-                ciphertext) or a tuple ``(fn, *example_args)`` (traced as ``fn(*example_args, keys)``; example
-                ciphertexts may be ``hemx.ckks.keygen.placeholder(ctx, ...)``). See ``docs/jit.md``.
+                added (:func:`hemx.ckks.keygen.plan_keys`): ``LinearTransform`` objects, bootstraps (as
+                ``bootstrap=``), ``"sum_slots"``, a function ``fn(ct, keys)`` (traced once, abstractly, on a fresh
+                top-level ciphertext) or a tuple ``(fn, *example_args)`` (traced as ``fn(*example_args, keys)``;
+                example ciphertexts may be ``hemx.ckks.keygen.placeholder(ctx, ...)``); a traced bootstrap also
+                needs the bootstrap itself here or in ``bootstrap=`` (for its encapsulation keys). See
+                ``docs/jit.md``.
             rotation_level: the highest level the rotation and conjugation keys asked for here serve (None: every
                 level), or a mapping ``{step: level}`` for some rotation steps (the others serve every level).
                 Such a key holds only that level's digits and limbs: at ``boot_16``'s level 10 a quarter of a full
-                key's bytes. A ciphertext above it raises :class:`~hemx.errors.LevelError`. The bootstrapper's
-                own keys (``bootstrap=True``) always serve every level.
+                key's bytes. A ciphertext above it raises :class:`~hemx.errors.LevelError`. A bootstrap's own keys
+                (``bootstrap=...``) always serve every level.
         """
         per_step: dict[int, int] = {}
         if isinstance(rotation_level, Mapping):
@@ -483,11 +508,12 @@ class Context:
         elements = list(galois_elements)
         if sum_slots:
             steps += keygen_mod.rotation_steps("power_of_two", self.slots)
+        planned_boots, switching = [], set()
         if for_circuits is not None and (callable(for_circuits) or isinstance(for_circuits, str) or for_circuits):
-            more_steps, more_elements, needs_boot = keygen_mod.plan_keys(self, for_circuits)
+            more_steps, more_elements, planned_boots, switching = keygen_mod.plan_keys(self, for_circuits)
             steps += more_steps
             elements += sorted(more_elements)
-            bootstrap = bootstrap or needs_boot
+        boot = keygen_mod.bootstrap_keys(self, bootstrap, planned_boots, switching)
         rotations = sorted(set(steps))
         weight = None
         levelled: dict[int, int] = {}
@@ -501,17 +527,17 @@ class Context:
             if r % self.slots:
                 g = automorphism.galois_element(self.params.n, r % self.slots)
                 levelled[g] = max(v, levelled.get(g, v))
-        if bootstrap:
-            boot = self.bootstrapper()
-            elements += list(boot.galois_elements)
-            for g in boot.galois_elements:  # the bootstrapper's keys serve every level
-                levelled.pop(int(g), None)
+        if boot is not None:
+            boot_elements, weight = boot
+            elements += list(boot_elements)
+            for g in boot_elements:  # the bootstrap's keys serve every level
+                levelled.pop(g, None)
             levelled.pop(automorphism.conjugation_element(self.params.n), None)
             relin = True
-            weight = boot.encapsulation_weight
         return keygen_mod.generate_keys(self, rotations, conjugation=conjugation, relin=relin,
                                         galois_elements=elements, encapsulation_weight=weight, levels=levelled)
 
+    @_on_placement()
     def switch_key(self, ct: Ciphertext, key: SwitchingKey, *, keyswitch: str | None = None) -> Ciphertext:
         """Key switching with any switching key (``ct`` under the key's source secret -> under its target)."""
         self._check_ct(ct)
@@ -524,53 +550,23 @@ class Context:
                          reduction=self.reduction, dataflow=flow)  # the identity automorphism: a plain key switch
         return ct.replace(data=data)
 
-    # -------------------------------------------------------------------------------------------- bootstrapping
-    def bootstrapper(self, *, message_ratio: int | None = None):
-        """The bootstrapping circuit of this context (built once per option, outside any trace; needs
-        ``hemx.circuits``). ``message_ratio``: ``log2(q0 / scale)`` EvalMod works at (None: the default for
-        this ring; see :class:`hemx.circuits.bootstrap.Bootstrapper` and ``docs/bootstrap.md``)."""
-        if _BOOTSTRAPPER_FACTORY is None:
-            raise ParameterError("bootstrapping is provided by hemx.circuits: import hemx (or hemx.circuits) first")
-        if self._bootstrapper is None:
-            self._bootstrapper = {}
-        key = message_ratio
-        if key not in self._bootstrapper:
-            with jax.ensure_compile_time_eval():
-                built = _BOOTSTRAPPER_FACTORY(self, message_ratio=message_ratio)
-            if message_ratio is not None and None in self._bootstrapper \
-                    and built.message_ratio == self._bootstrapper[None].message_ratio:
-                built = self._bootstrapper[None]  # the default, asked for by its value
-            self._bootstrapper[key] = built
-        return self._bootstrapper[key]
-
-    def bootstrap(self, ct: Ciphertext, keys, *, iterations: int = 1, message_ratio: int | None = None,
-                  on_bound: str = "raise") -> Ciphertext:
-        """A ciphertext at the post-bootstrap level with the same slot values (any level, batch).
-
-        Needs the keys of ``keygen(bootstrap=True)`` (:class:`~hemx.errors.MissingKeyError` otherwise) and
-        parameters with room for it (the ``boot_*`` presets). ``iterations=2``: META-BTS, about 16 more bits.
-        ``message_ratio``: ``log2(q0 / scale)`` EvalMod works at; the default suits spread-out values (uniform
-        random slots), a larger one values with large low-frequency content (e.g. a constant vector) and larger
-        values. The ciphertext's ``bound`` must not exceed the bound the ratio supports
-        (``bootstrapper(message_ratio=...).supported_bound``: 8 at the default ratio, doubling per bit of ratio):
-        :class:`~hemx.errors.BoundError` otherwise, or :class:`~hemx.errors.BoundWarning` with
-        ``on_bound="warn"``. See ``docs/bootstrap.md``.
-        """
-        self._check_ct(ct)
-        if isinstance(keys, KeySet):
-            keys = keys.evaluation_keys()
-        return self.bootstrapper(message_ratio=message_ratio).bootstrap(ct, keys, iterations=iterations,
-                                                                        on_bound=on_bound)
-
     # -------------------------------------------------------------------------------------------- encoding
+    @_on_placement()
     def encode(self, values, *, level: int | None = None, scale: float | None = None,
                slots: int | None = None) -> Plaintext:
-        """Encode ``(..., count)`` values (count <= slots) at ``level`` (default top) and ``scale`` (default
-        :meth:`level_scale` of the level). The plaintext's ``bound`` is ``max |value|`` rounded up to a
-        power of two.
+        """Encode ``(..., count)`` values (count <= slots; real or complex) at ``level`` (default top) and
+        ``scale`` (default :meth:`level_scale` of the level) -> a plaintext ``(..., limbs, N)``. The plaintext's
+        ``bound`` is ``max |value|`` rounded up to a power of two.
 
         ``slots`` overrides the context's slot count (a power of two <= N/2), e.g. full-slot plaintexts for the
-        bootstrapping transforms of a sparse context."""
+        bootstrapping transforms of a sparse context.
+
+        The encoder is :func:`hemx.ckks.encoder.encode_ntt`. Host values are encoded at concrete time, also inside
+        a ``jax.jit`` trace (where the plaintext enters the program as a constant), and checked: finite, and within
+        half the level's modulus once scaled (:class:`~hemx.errors.SlotError`,
+        :class:`~hemx.errors.OverflowBoundError`). Traced values (an argument of the program) are encoded inside
+        the program by the same function, bit for bit the plaintext of the same values given on the host; they
+        cannot be checked, and the plaintext's ``bound`` is None (unknown)."""
         level = self.params.max_level if level is None else level
         num_q = self._limbs(level)
         level = int(level)
@@ -578,11 +574,19 @@ class Context:
         scale = self.level_scale(level) if scale is None else self._check_encode_scale(scale)
         slots = self.slots if slots is None else encoder.check_slots(self.params.n, slots)
         z, is_complex = encoder.slot_values(values, slots, self.params.n)
-        ints = encoder.embed(z, self.params.n, slots, scale, log_q=self._log_q(num_q))  # exact, as float64
+        tables, pow2 = encoder.embed_tables(slots), encoder.pow2_table(self.params.moduli)[:num_q]
+
+        def encode():
+            return encoder.encode_ntt(z, scale, tables, pow2, self.plan, n=self.params.n, num_p=self.num_p,
+                                      num_q=num_q)
+
+        if isinstance(z, jax.core.Tracer):  # traced values: encoded inside the program
+            return Plaintext(encode()[0], level, scale, slots, is_complex, self.id)
         # host values: encoded at concrete time even inside a jit trace, where they enter as a constant (an NTT
         # of a constant in the trace would make XLA constant-fold it, which is very slow to compile)
         with jax.ensure_compile_time_eval():
-            data = self.to_ntt_q(ints, level)
+            data, peak = encode()
+        encoder.check_peak(float(peak), scale, self._log_q(num_q))
         return Plaintext(data, level, scale, slots, is_complex, self.id, bound=_round_bound(_peak(z)))
 
     @staticmethod
@@ -603,6 +607,7 @@ class Context:
             cache[num_q] = sum(math.log2(q) for q in self.params.moduli[:num_q])
         return cache[num_q]
 
+    @_on_placement(place=False)
     def decode(self, pt: Plaintext) -> np.ndarray:
         """Decode a plaintext back to slot values."""
         if pt.context_id != self.id:
@@ -613,6 +618,7 @@ class Context:
                                        slots=pt.slots, scale=pt.scale, is_complex=pt.is_complex)
 
     # -------------------------------------------------------------------------------------------- encryption
+    @_on_placement()
     def encrypt(self, values, key, *, bound: float | None = None) -> Ciphertext:
         """Encrypt ``(slots,)`` or ``(..., count)`` values with a public key (or a :class:`KeySet`) or a secret key.
 
@@ -621,8 +627,8 @@ class Context:
         ``docs/ckks.md``) and carries ``bound``, public metadata like the scale: ``max |x|`` of the values rounded
         up to a power of two (static metadata is part of a jitted program's cache key: rounded, new data of the
         same range reuses the compiled program), or the given ``bound`` as it is (the client's declared bound on
-        its data, at least ``max |x|``). Every operation propagates it, and :meth:`bootstrap` checks it against
-        the bound it supports.
+        its data, at least ``max |x|``). Every operation propagates it, and a bootstrap checks it against the
+        bound it supports.
         """
         if isinstance(key, KeySet):
             key = key.public
@@ -642,6 +648,7 @@ class Context:
             pt = pt.replace(bound=float(bound))
         return encryptor.encrypt(self, pt, key)
 
+    @_on_placement(place=False)
     def decrypt(self, ct: Ciphertext, secret, *, decryption_check: str | None = None) -> np.ndarray:
         """Decrypt to numpy values ``(..., slots)`` (real unless complex values were encrypted).
 
@@ -663,6 +670,7 @@ class Context:
         return encryptor.decrypt(self, ct, secret, mode)
 
     # -------------------------------------------------------------------------------------------- leveled ops
+    @_on_placement()
     def drop_level(self, ct: Ciphertext, level: int) -> Ciphertext:
         """The same ciphertext at a lower ``level`` (limbs dropped; no rescaling, scale unchanged)."""
         self._check_ct(ct)
@@ -676,6 +684,7 @@ class Context:
         self._limbs(level)
         return ct.replace(data=ct.data[..., : self._limbs(level), :], level=level)
 
+    @_on_placement()
     def add(self, a: Ciphertext, b) -> Ciphertext:
         """``a + b`` for a ciphertext and a ciphertext, plaintext or scalar/array of values."""
         self._check_ct(a)
@@ -702,10 +711,12 @@ class Context:
         return a.replace(data=a.data.at[..., 0, :, :].set(c0), is_complex=a.is_complex or pt.is_complex,
                          bound=_add_bounds(a.bound, pt.bound))
 
+    @_on_placement()
     def sub(self, a: Ciphertext, b) -> Ciphertext:
         """``a - b`` (b: ciphertext, plaintext or values)."""
         return self.add(a, self.negate(b) if isinstance(b, Ciphertext) else self._negate_plain(b, a))
 
+    @_on_placement()
     def negate(self, a: Ciphertext) -> Ciphertext:
         self._check_ct(a)
         return a.replace(data=self._run(evaluator.negate, (a.data,), (self._elementwise_plan(),), "ew",
@@ -745,6 +756,7 @@ class Context:
         if a.key_id != b.key_id:
             raise KeyMismatchError("the ciphertexts are encrypted under different key sets")
 
+    @_on_placement()
     def mul(self, a: Ciphertext, b, keys: EvaluationKeys | SwitchingKey | None = None, *,
             rescale: bool = True, keyswitch: str | None = None, plain_scale: float | None = None,
             auto_scale: bool = True) -> Ciphertext:
@@ -887,6 +899,7 @@ class Context:
         return a.replace(data=data, scale=a.scale * pt.scale, is_complex=a.is_complex or pt.is_complex,
                          bound=_mul_bounds(a.bound, pt.bound))
 
+    @_on_placement()
     def dot_plain(self, ct: Ciphertext, pt: Plaintext) -> Ciphertext:
         """``sum_k ct[k] * pt[k]``, not rescaled: ``ct`` a ciphertext batch with a leading axis of ``k`` (e.g. from
         stacking ``k`` ciphertexts), ``pt`` a plaintext batch of shape ``(k,)`` (one :meth:`encode` of ``k`` rows).
@@ -993,6 +1006,7 @@ class Context:
             raise ParameterError(f"expected a relinearization key, got a {key.kind} key")
         return key
 
+    @_on_placement()
     def rescale(self, ct: Ciphertext) -> Ciphertext:
         """Divide by the primes of the current level (one or two) with rounding; the level drops by one."""
         self._check_ct(ct)
@@ -1022,6 +1036,7 @@ class Context:
             return
         raise PrecisionError(msg)
 
+    @_on_placement()
     def rotate(self, ct: Ciphertext, steps: int, keys, *, keyswitch: str | None = None) -> Ciphertext:
         """Rotate the slots left by ``steps`` (negative: right), like ``numpy.roll(values, -steps)``."""
         self._check_ct(ct)
@@ -1031,6 +1046,7 @@ class Context:
         g = automorphism.galois_element(self.params.n, steps % ct.slots)  # steps are taken mod the slots
         return self._galois_one(ct, g, keys, f"rotation by {steps}", keyswitch)
 
+    @_on_placement()
     def conjugate(self, ct: Ciphertext, keys, *, keyswitch: str | None = None) -> Ciphertext:
         """Complex conjugation of every slot (needs ``keygen(conjugation=True)``)."""
         self._check_ct(ct)
@@ -1045,6 +1061,7 @@ class Context:
                          reduction=self.reduction, dataflow=flow)
         return _with_data(ct, data)
 
+    @_on_placement()
     def rotate_many(self, ct: Ciphertext, steps: Sequence[int], keys, *,
                     stacked: bool = False) -> list[Ciphertext] | Ciphertext:
         """Hoisted rotations: one ModUp of c1 shared by all ``steps``; returns one ciphertext per step.
@@ -1099,16 +1116,11 @@ class Context:
         """Hoisted automorphisms (Max-Parallel ModUp shared by all elements): ``(len(elements), *ct.data.shape)``."""
         key_list = self._galois_keys(elements, keys, what, ct)
         maps = jnp.stack([self.tables.index_map(g) for g in elements])
-        if self.mesh is None:  # each key read in place (a stacked copy of 32 keys at boot_16 is 1.5 GiB)
-            key_data = tuple(key.material for key in key_list)
-        elif len({key.data.shape for key in key_list}) == 1 and not any(key.compact for key in key_list):
-            key_data = jnp.stack([key.data for key in key_list])
-        else:  # keys of several levels (or compact): the rows this level reads (the leading digits and limbs of each)
-            num_d, m = keygen_mod.key_dims(self.params, ct.level)
-            key_data = jnp.stack([ks.key_rows(key.material, self.plan, digits=num_d, rows=m) for key in key_list])
+        key_data = self.placement.hoisted_key_data(key_list, params=self.params, plan=self.plan, level=ct.level)
         return self._run(evaluator.rotate_hoisted, (ct.data, maps, key_data), (self.plan, self.tables.level(ct.level)),
                          ct.level, num_p=self.num_p, reduction=self.reduction)
 
+    @_on_placement()
     def sum_slots(self, ct: Ciphertext, keys) -> Ciphertext:
         """Every slot becomes the sum of all slots (log2(slots) rotations; needs power-of-two rotation keys)."""
         self._check_ct(ct)

@@ -5,17 +5,27 @@ For ``s`` slots (a power of two, at most N/2) the message lives in the subring `
 its conjugate slot the evaluation at ``zeta^(-5^i)``. Evaluations at all odd powers of zeta are a DFT of
 ``m_j zeta^j`` (the "special FFT" is numpy's FFT plus the twist), so encoding and decoding are O(N log N).
 A rotation by r slots is the automorphism ``X -> X^(5^r)``, conjugation ``X -> X^(-1)``.
+
+The encoder is :func:`encode_ntt`: slot values (real or complex, host or traced) -> NTT-domain residues
+(``Context.encode``, the circuits' evaluators and the networks' layers all encode through it, so an encoding is the
+same computation eager and inside a traced program). :func:`embed` / :func:`encode` are the numpy
+canonical embedding: the float reference the tests hold it to, and the integer polynomials of the encoding tests.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import lru_cache, partial
+from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from hemx.ckks import evaluator as ckks_evaluator
 from hemx.ckks.validation import is_int
-from hemx.errors import OverflowBoundError, ParameterError, SlotError
+from hemx.errors import OverflowBoundError, ParameterError, ShapeError, SlotError
+from hemx.kernels import modarith
 from hemx.nt import is_power_of_two
 
 
@@ -101,21 +111,28 @@ def embed(values: np.ndarray, n: int, slots: int, scale: float, *, log_q: float 
         real = np.asarray(z.real if np.iscomplexobj(z) else z, dtype=np.float64)
         coeffs = _fft_times(np.take(real, perm % slots, axis=-1), cw, "re")
     coeffs *= scale
-    if not np.all(np.isfinite(coeffs)):
-        raise SlotError("values are not finite")
-    peak = float(np.max(np.abs(coeffs))) if coeffs.size else 0.0
-    if log_q is not None and peak > 0 and math.log2(peak) >= log_q - 1:
-        raise OverflowBoundError(
-            f"the encoded values reach 2^{math.log2(peak):.1f} (|value| x scale, scale 2^{math.log2(scale):.1f}), "
-            f"beyond q/2 = 2^{log_q - 1:.1f} of the modulus they are encoded at: they would wrap around. Use "
-            "smaller values or a smaller scale, or encode at a higher level"
-        )
+    check_peak(float(np.max(np.abs(coeffs))) if coeffs.size else 0.0, scale, log_q)
     np.rint(coeffs, out=coeffs)
     if n == m:
         return coeffs
     out = np.zeros(z.shape[:-1] + (n,), dtype=np.float64)
     out[..., :: n // m] = coeffs
     return out
+
+
+def check_peak(peak: float, scale: float, log_q: float | None) -> None:
+    """The encoder's value checks on ``peak``, the largest ``|coefficient|`` of an encoding before rounding
+    (``|value| x scale`` through the embedding): finite (:class:`SlotError`), and with ``log_q`` (``log2`` of the
+    modulus the coefficients are reduced by) below ``q/2``, beyond which they would wrap around
+    (:class:`OverflowBoundError`)."""
+    if not math.isfinite(peak):
+        raise SlotError("values are not finite")
+    if log_q is not None and peak > 0 and math.log2(peak) >= log_q - 1:
+        raise OverflowBoundError(
+            f"the encoded values reach 2^{math.log2(peak):.1f} (|value| x scale, scale 2^{math.log2(scale):.1f}), "
+            f"beyond q/2 = 2^{log_q - 1:.1f} of the modulus they are encoded at: they would wrap around. Use "
+            "smaller values or a smaller scale, or encode at a higher level"
+        )
 
 
 def encode(values: np.ndarray, n: int, slots: int, scale: float, *, log_q: float | None = None) -> np.ndarray:
@@ -141,6 +158,113 @@ def decode(coeffs: np.ndarray, n: int, slots: int, scale: float) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------------------
+# the encoder: slot values -> NTT-domain residues (eager, or inside a traced program)
+# ------------------------------------------------------------------------------------------------------------
+
+
+class EmbedTables(NamedTuple):
+    """The canonical embedding at ``s`` slots as :func:`encode_ntt` reads it: host arrays of ``m = 2s`` entries,
+    one per odd power ``zeta^(2j + 1)`` (:func:`embed_tables`).
+
+    Attributes:
+        gather: ``(m,)`` int32, the slot evaluated there (slot ``i`` at ``j = (5^i - 1) / 2``, and conjugated at
+            ``j = (2m - 5^i - 1) / 2``).
+        conj: ``(m,)`` bool, where the slot is read conjugated.
+        cr, ci: ``(m,)`` float64, the real and imaginary parts of the DFT's post-twist ``conj(zeta^j) / m``.
+    """
+
+    gather: np.ndarray
+    conj: np.ndarray
+    cr: np.ndarray
+    ci: np.ndarray
+
+
+@lru_cache(maxsize=None)
+def embed_tables(slots: int) -> EmbedTables:
+    """:class:`EmbedTables` at ``slots`` (read-only host arrays, built once per slot count)."""
+    perm, cw = _embed_tables(slots)
+    tables = EmbedTables((perm % slots).astype(np.int32), perm >= slots, np.ascontiguousarray(cw.real),
+                         np.ascontiguousarray(cw.imag))
+    for a in tables:
+        a.setflags(write=False)
+    return tables
+
+
+@lru_cache(maxsize=64)
+def pow2_table(moduli: tuple[int, ...]) -> np.ndarray:
+    """:func:`hemx.kernels.modarith.pow2_table` of ``moduli`` (``2^e mod q``, ``(len(moduli), 1024)`` uint32;
+    read-only, built once per modulus chain): the residue table :func:`encode_ntt` takes, its first ``num_q``
+    rows for the first ``num_q`` moduli."""
+    table = modarith.pow2_table(moduli)
+    table.setflags(write=False)
+    return table
+
+
+def _spectrum(values, tables: EmbedTables):
+    """Real and imaginary parts ``(..., m)`` of the DFT of the slot values gathered at the ``m`` odd powers of
+    zeta (conjugated where ``tables.conj``). Real values (their conjugates are themselves): a half-length real
+    FFT, the other half its conjugate mirror; complex values: the full complex FFT."""
+    m = tables.gather.shape[0]
+    if jnp.iscomplexobj(values):
+        a = jnp.take(values.astype(jnp.complex128), tables.gather, axis=-1)
+        h = jnp.fft.fft(jnp.where(tables.conj, jnp.conj(a), a), axis=-1)
+        return jnp.real(h), jnp.imag(h)
+    h = jnp.fft.rfft(jnp.take(values.astype(jnp.float64), tables.gather, axis=-1), axis=-1)
+    hr, hi = jnp.real(h), jnp.imag(h)
+    mirror = slice(m // 2 - 1, 0, -1)  # fft[j] = conj(rfft[m - j]) for j in (m/2, m)
+    return jnp.concatenate([hr, hr[..., mirror]], axis=-1), jnp.concatenate([hi, -hi[..., mirror]], axis=-1)
+
+
+@partial(jax.jit, static_argnames=("n",))
+def embed_coeffs(values, scale, tables: EmbedTables, *, n: int):
+    """Slot values ``(..., slots)`` -> ``(coeffs, peak)``: the encoded integer polynomial's coefficients
+    ``(..., N)`` as integer-valued float64, and the largest ``|coefficient|`` before rounding (a float64 scalar,
+    for :func:`check_peak`; inf if any is not finite). The embedding step of :func:`encode_ntt` (see there)."""
+    m = tables.gather.shape[0]
+    if values.shape[-1:] != (m // 2,):
+        raise ShapeError(f"expected {m // 2} slot values on the last axis (the tables' slots), got shape "
+                         f"{values.shape}")
+    re, im = _spectrum(values, tables)
+    # the products apart from their difference (no fused multiply-add): the same rounding in any program
+    pr, pi = jax.lax.optimization_barrier((re * tables.cr, im * tables.ci))
+    coeffs = (pr - pi) * scale  # Re(spectrum x twist) x scale
+    # a reduction's max need not propagate NaN (XLA's CPU min/max): non-finite coefficients make the peak inf
+    peak = jnp.where(jnp.all(jnp.isfinite(coeffs)), jnp.max(jnp.abs(coeffs), initial=0.0), jnp.inf)
+    coeffs = jnp.round(coeffs)  # half to even, as numpy's rint
+    if n != m:  # the subring Z[Y]/(Y^m + 1), Y = X^(N / m): coefficient j at N / m * j, zeros between
+        pad = [(0, 0)] * coeffs.ndim + [(0, n // m - 1)]
+        coeffs = jnp.pad(coeffs[..., None], pad).reshape(coeffs.shape[:-1] + (n,))
+    return coeffs, peak
+
+
+def encode_ntt(values, scale, tables: EmbedTables, pow2, plan, *, n: int, num_p: int, num_q: int):
+    """The CKKS encoder: slot values ``(..., slots)`` -> ``(residues, peak)``: the encoded integer polynomial's
+    NTT-domain residues ``(..., num_q, N)`` uint32 modulo the first ``num_q`` limbs after the ``num_p`` special
+    ones of ``plan`` (a level's ``Q_l``: ``num_p`` the context's; the special primes ``P``: ``num_p=0``, ``num_q``
+    their count), and ``peak``, the largest ``|coefficient|`` before rounding (a float64 scalar, for
+    :func:`check_peak`). Eager, or inside a ``jax.jit`` trace (traced values and tables are encoded in the
+    program).
+
+    ``values``: real (float64) or complex (complex128) ``(..., slots)``, ``slots = len(tables.gather) / 2``; the
+    dtype selects the path (a real FFT of half the length for real values), nothing else differs. ``scale``: the
+    encoding scale (a float). ``tables``: :func:`embed_tables` of ``slots``; ``pow2``: :func:`pow2_table` rows of
+    those ``num_q`` moduli; ``plan``: the context's NTT plan (``ctx.plan``). Static: ``n`` (the ring degree N),
+    ``num_p``, ``num_q``.
+
+    Two jitted steps: the canonical embedding (:func:`embed_coeffs`: a gather, an FFT, the twist, times the scale,
+    rounded half to even to integer-valued float64 (above 2^53 every float is one), spread over the ring by
+    ``X -> X^(N / 2s)``; compiled once per slot count, dtype and batch shape), then exact residues and the NTT in
+    the kernel (:func:`hemx.ckks.evaluator.float_ntt_q`, compiled once per limb count and batch shape, whatever the
+    slots). Between them the coefficients are integers: compiled apart (eager) or into one program (traced), the
+    result is the same bit for bit, the twist's products being formed apart from their difference (an
+    optimization barrier: no fused multiply-add, whatever XLA fuses around them). Against the numpy reference
+    (:func:`embed`, another FFT's rounding) the integers differ by one in a few coefficients below 2^48, and within
+    the float64 embedding's precision (2^-52 of the largest) above: far below the CKKS noise."""
+    coeffs, peak = embed_coeffs(values, scale, tables, n=n)
+    return ckks_evaluator.float_ntt_q(coeffs, pow2, plan, num_p=num_p, num_q=num_q), peak
+
+
+# ------------------------------------------------------------------------------------------------------------
 # integer polynomials <-> RNS residues (host side)
 # ------------------------------------------------------------------------------------------------------------
 
@@ -158,12 +282,6 @@ def residues(ints: np.ndarray, moduli) -> np.ndarray:
 
 
 _FLOAT_INT64 = 2.0 ** 62  # below it an integer-valued float converts to int64 exactly
-
-
-@lru_cache(maxsize=64)
-def _pow2_table(moduli: tuple[int, ...]) -> np.ndarray:
-    """``2^e mod q`` for ``e`` in ``[0, 1024)``, per modulus: ``(len(moduli), 1024)`` uint64."""
-    return np.array([[pow(2, e, q) for e in range(1024)] for q in moduli], dtype=np.uint64)
 
 
 def float_residues(coeffs: np.ndarray, moduli) -> np.ndarray:
@@ -187,7 +305,7 @@ def float_residues(coeffs: np.ndarray, moduli) -> np.ndarray:
         mant, expo = np.frexp(np.where(big, c, 0.0))
         m = np.ldexp(mant, 53).astype(np.int64)  # exact: |mant| in [0.5, 1)
         e = np.where(big, expo - 53, 0).astype(np.int64)  # >= 10 where big
-        pw = _pow2_table(qs)  # (k, 1024)
+        pw = pow2_table(qs).astype(np.uint64)  # (k, 1024)
         w = pw[np.arange(len(qs)).reshape(-1, 1), e[..., None, :]]  # (..., k, N): 2^e mod q
         mm = np.mod(m[..., None, :], q).astype(np.uint64)  # in [0, q)
         prod = np.mod(mm * w, q.astype(np.uint64)).astype(np.int64)  # < 2^64: both factors below 2^32
@@ -236,24 +354,31 @@ def decode_residues(res: np.ndarray, moduli, *, n: int, slots: int, scale: float
 
 
 def slot_values(values, slots: int, n: int) -> tuple[np.ndarray, bool]:
-    """``(..., count)`` numbers (count <= slots) -> complex128 ``(..., slots)`` zero-padded, and is_complex."""
-    try:
-        z = np.asarray(values)
-    except (ValueError, TypeError) as e:  # ragged nesting
-        raise ParameterError(f"values must be a (batch of) equal-length list(s) of numbers: {e}") from None
+    """``(..., count)`` numbers (count <= slots) -> ``(..., slots)`` zero-padded (complex128 for complex values,
+    float64 otherwise: :func:`encode_ntt`'s two paths), and is_complex. Traced values (``jax.core.Tracer``, an
+    argument of a ``jax.jit`` program) are shaped the same way and stay traced."""
+    traced = isinstance(values, jax.core.Tracer)
+    xp = jnp if traced else np
+    if traced:
+        z = values
+    else:
+        try:
+            z = np.asarray(values)
+        except (ValueError, TypeError) as e:  # ragged nesting
+            raise ParameterError(f"values must be a (batch of) equal-length list(s) of numbers: {e}") from None
     if z.ndim == 0:
         z = z[None]
     if not (np.issubdtype(z.dtype, np.number) or z.dtype == bool):
         raise SlotError(f"values must be numbers, got dtype {z.dtype}")
     if z.size == 0:
         raise ParameterError(f"no values to encode (shape {z.shape}); give at least one number per ciphertext")
-    is_complex = np.iscomplexobj(z)
+    is_complex = bool(np.iscomplexobj(z))
     if z.shape[-1] > slots:
         raise SlotError(
             f"{z.shape[-1]} values do not fit in {slots} slots; use a larger ring (N = {n} gives at most "
             f"{n // 2}) or split the data across ciphertexts"
         )
+    z = z.astype(np.complex128 if is_complex else np.float64)
     if z.shape[-1] < slots:
-        pad = np.zeros(z.shape[:-1] + (slots - z.shape[-1],), dtype=z.dtype)
-        z = np.concatenate([z, pad], axis=-1)
-    return z.astype(np.complex128), is_complex
+        z = xp.concatenate([z, xp.zeros(z.shape[:-1] + (slots - z.shape[-1],), dtype=z.dtype)], axis=-1)
+    return z, is_complex

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -265,42 +265,107 @@ def trace_requirements(ctx, fn: Callable, args: tuple) -> _Requests:
     return requests
 
 
-def plan_keys(ctx, circuits: Iterable) -> tuple[list[int], set[int], bool]:
-    """``(steps, galois_elements, bootstrap)`` that ``circuits`` need (``Context.keygen(for_circuits=...)``).
+def plan_keys(ctx, circuits: Iterable) -> tuple[list[int], set[int], list, set[str]]:
+    """``(steps, galois_elements, bootstraps, switching)`` that ``circuits`` need (``Context.keygen(for_circuits=
+    ...)``): rotation steps, raw Galois elements, the bootstrap values (:class:`BootstrapKeys`) among them and the
+    names of the other switching keys traced functions asked for.
 
     Each circuit is one of: an object with ``rotations`` (steps, e.g. a :class:`~hemx.circuits.LinearTransform`);
-    an object with ``galois_elements`` (e.g. a bootstrapper, which also needs the bootstrapping keys);
-    ``"sum_slots"`` (power-of-two steps below the slot count); ``"bootstrap"``; a function ``fn(ct, keys)`` traced
-    once on a fresh top-level ciphertext (:func:`placeholder`); or a tuple ``(fn, *args)`` traced as
-    ``fn(*args, keys)``, whose ciphertext arguments may be real or :func:`placeholder` ones.
+    a :class:`BootstrapKeys` value (``galois_elements`` and ``encapsulation_weight``: a bootstrap's parameters or
+    the bootstrapper, which also needs the encapsulation keys); ``"sum_slots"`` (power-of-two steps below the slot
+    count); a function ``fn(ct, keys)`` traced once on a fresh top-level ciphertext (:func:`placeholder`); or a
+    tuple ``(fn, *args)`` traced as ``fn(*args, keys)``, whose ciphertext arguments may be real or
+    :func:`placeholder` ones.
     """
     if isinstance(circuits, (str, bytes)) or callable(circuits) or not isinstance(circuits, Iterable):
         circuits = [circuits]
     steps: list[int] = []
     elements: set[int] = set()
-    bootstrap = False
+    bootstraps: list = []
+    switching: set[str] = set()
     for item in circuits:
         if isinstance(item, str):
             if item == "sum_slots":
                 steps += rotation_steps("power_of_two", ctx.slots)
             elif item == "bootstrap":
-                bootstrap = True
+                raise ParameterError(f"for_circuits=['bootstrap'] is not enough: {_BOOTSTRAP_HINT}")
             else:
-                raise ParameterError(f"unknown circuit name {item!r}; use 'sum_slots' or 'bootstrap'")
-        elif hasattr(item, "galois_elements") and hasattr(item, "encapsulation_weight"):
-            bootstrap = True
+                raise ParameterError(f"unknown circuit name {item!r}; use 'sum_slots', or the bootstrap itself "
+                                     f"({_BOOTSTRAP_HINT})")
+        elif is_bootstrap_keys(item):
+            bootstraps.append(item)
         elif hasattr(item, "rotations") and not callable(item):
             steps += rotation_steps(list(item.rotations), ctx.slots)
         elif isinstance(item, tuple) and item and callable(item[0]):
             requests = trace_requirements(ctx, item[0], tuple(item[1:]))
             elements |= requests.elements
-            bootstrap |= bool(requests.switching)
+            switching |= requests.switching
         elif callable(item):
             requests = trace_requirements(ctx, item, (placeholder(ctx),))
             elements |= requests.elements
-            bootstrap |= bool(requests.switching)
+            switching |= requests.switching
         else:
             raise ParameterError(
-                "for_circuits takes LinearTransform-like objects (with .rotations), 'sum_slots', 'bootstrap', "
-                f"functions fn(ct, keys) or tuples (fn, *example_args); got {item!r}")
-    return steps, elements, bootstrap
+                "for_circuits takes LinearTransform-like objects (with .rotations), bootstraps (with "
+                ".galois_elements), 'sum_slots', functions fn(ct, keys) or tuples (fn, *example_args); got "
+                f"{item!r}")
+    return steps, elements, bootstraps, switching
+
+
+# ------------------------------------------------------------------------------------------ bootstrapping keys
+# A bootstrap is a circuit (a layer above this one); keygen learns the keys it needs from a value that describes
+# it, duck-typed through :class:`BootstrapKeys`.
+
+_BOOTSTRAP_HINT = ("pass the bootstrap whose keys to make, bootstrap=hemx.BootstrapParameters.create(ctx.params, "
+                   "slots=ctx.slots) or a Bootstrapper (hemx.circuits.bootstrap.bootstrapper_for(ctx))")
+
+
+class BootstrapKeys(Protocol):
+    """What ``ctx.keygen(bootstrap=...)`` reads of a bootstrap: any object with these attributes (a bootstrap's
+    parameters or its prepared circuit; this layer imports neither).
+
+    Attributes:
+        galois_elements: the Galois elements (rotations and conjugation) whose keys it uses, at every level.
+        encapsulation_weight: non-zeros of the ephemeral sparse secret of its ``"to_sparse"`` / ``"from_sparse"``
+            switching keys; None where it needs none.
+        params: optionally, the CKKS parameters it was made for (checked against the context's).
+    """
+
+    galois_elements: tuple[int, ...]
+    encapsulation_weight: int | None
+
+
+def is_bootstrap_keys(value) -> bool:
+    """Whether ``value`` has the attributes of :class:`BootstrapKeys`."""
+    return not isinstance(value, (bool, str, bytes)) and hasattr(value, "galois_elements") \
+        and hasattr(value, "encapsulation_weight")
+
+
+def bootstrap_keys(ctx, bootstrap, planned=(), switching=()) -> tuple[tuple[int, ...], int | None] | None:
+    """``(galois_elements, encapsulation_weight)`` of the bootstraps ``keygen`` serves: ``bootstrap`` (the
+    ``bootstrap=`` argument: None / False, or a :class:`BootstrapKeys` value) and the ``planned`` ones of
+    ``for_circuits``; None when there are none. ``switching``: the switching keys traced circuits asked for, which
+    only a bootstrap value can make."""
+    if bootstrap is True:
+        raise ParameterError(f"keygen(bootstrap=True) cannot tell which bootstrap: {_BOOTSTRAP_HINT}")
+    values = [] if bootstrap is None or bootstrap is False else [bootstrap]
+    values += list(planned)
+    for value in values:
+        if not is_bootstrap_keys(value):
+            raise ParameterError(f"bootstrap must be a bootstrap's description (with .galois_elements and "
+                                 f".encapsulation_weight), got {value!r:.80}: {_BOOTSTRAP_HINT}")
+        params = getattr(value, "params", None)
+        if params is not None and params != ctx.params:
+            raise ParameterError("the bootstrap was made for other CKKS parameters than this context's: "
+                                 f"{_BOOTSTRAP_HINT}")
+    if not values:
+        if switching:
+            raise ParameterError(f"the traced circuit uses the switching keys {sorted(switching)} of a bootstrap: add "
+                                 f"the bootstrap to for_circuits or keygen(bootstrap=...) ({_BOOTSTRAP_HINT})")
+        return None
+    weights = {value.encapsulation_weight for value in values}
+    if len(weights) > 1:
+        raise ParameterError(f"bootstraps with different encapsulation weights {sorted(weights, key=str)}: one key "
+                             "set holds one pair of encapsulation keys")
+    elements = tuple(sorted({int(g) for value in values for g in value.galois_elements}))
+    return elements, weights.pop()

@@ -198,7 +198,8 @@ class EvaluationKeys:
             return self.switching[name]
         except KeyError:
             raise MissingKeyError(
-                f"no {name!r} switching key for {what}; generate keys with ctx.keygen(bootstrap=True)"
+                f"no {name!r} switching key for {what}; generate keys with ctx.keygen(bootstrap=...) (the "
+                "bootstrap: a hemx.BootstrapParameters or a Bootstrapper)"
             ) from None
 
     def relin_key(self) -> SwitchingKey:

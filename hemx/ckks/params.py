@@ -329,7 +329,7 @@ PRESETS: dict[str, dict] = {
     # EvalMod's 8, which hold two 30-bit primes (EvalMod runs at the scale 2^60 of its levels: the CKKS noise at its
     # input, amplified by (K + 1) q0 / scale and sqrt(N), is 16x smaller, 4 bits of precision), and
     # SlotsToCoeffs' 3, which hold two 26-bit ones (see _boot_level_bits). The main secret is uniform ternary;
-    # ModRaise runs under an ephemeral sparse secret (32 non-zeros, keygen(bootstrap=True) makes the switching
+    # ModRaise runs under an ephemeral sparse secret (32 non-zeros, keygen(bootstrap=...) makes the switching
     # keys), so its overflow stays small (K = 11). boot_16 is 128-bit under the HE standard (log QP ~1765 <= 1772
     # for N = 2^16, special primes counted; its 279-bit P is 2^9 above its largest digit, so key switching adds
     # far less noise than a rescale); boot_12 / boot_13 are test-size rings with the same structure

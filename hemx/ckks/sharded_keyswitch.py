@@ -1,6 +1,7 @@
 """Key switching on a limb-sharded mesh with hand-written collectives (``jax.shard_map``): "key-aligned owner
-computes". Used by :class:`hemx.ckks.sharding.ShardedContext` for every key switch (relinearization in ``mul``,
-with or without the folded rescale, ``rotate``, ``conjugate``, ``switch_key``, hoisted ``rotate_many``) when the
+computes". Used on a context with a mesh (:class:`hemx.ckks.placement.MeshPlacement`, whose table cache builds
+:class:`ShardedLevelTables`) for every key switch (relinearization in ``mul``, with or without the folded rescale,
+``rotate``, ``conjugate``, ``switch_key``, hoisted ``rotate_many``) when the
 mesh's ``"limbs"`` axis has ``D > 1`` devices and ``D`` divides the switching key's rows ``M = P + L`` (so the
 key is limb-sharded by :func:`hemx.parallel.spec_for`); otherwise XLA's SPMD partitioner places the collectives
 (the rule is :func:`uses_shard_map`).

@@ -21,8 +21,9 @@ that serialized (seeded, bit-packed keys: the ratio measured at ``boot_12``), ~4
 are ~3.7 GiB per context (estimated from the sizes of its DFT plaintexts). So:
 
 1. the server compiles against the parameters, not a Context: no bootstrapper exists before the keys do;
-2. the client makes its keys in a key-generation context of its own (``keygen(bootstrap=True)`` needs that
-   context's bootstrapper for the list of keys) and serializes them **one key per message** (public,
+2. the client makes its keys in a key-generation context of its own (``keygen(bootstrap=...)`` reads the list
+   of keys from the bootstrap's parameters, :class:`hemx.BootstrapParameters`: no bootstrapper is built) and
+   serializes them **one key per message** (public,
    relinearization, each Galois key, the two encapsulation keys; levelled and seeded switching keys, format
    version 4). One :func:`hemx.io.dumps` of the whole :class:`~hemx.ckks.EvaluationKeys` bundle would hold
    three copies of its bytes at once (the packed sections, their join, the join with its digest): ~14 GiB next
@@ -62,6 +63,7 @@ import numpy as np
 
 from hemx import io
 from hemx.ckks import PRESETS, CKKSParameters, Context, Sampler
+from hemx.circuits.bootstrap import BootstrapParameters, bootstrapper_for
 from hemx.ckks.ciphertext import Ciphertext
 from hemx.ckks.keys import EvaluationKeys, PublicKey, SwitchingKey
 from hemx.errors import KeyMismatchError, ParameterError, SecretMaterialError, SecurityError, SerializationError
@@ -271,7 +273,7 @@ class ModelServer:
     def prepare(self) -> None:
         """Build what evaluation needs before the first request: the bootstrapping circuit's tables."""
         if self.network.needs_bootstrap:
-            self._context.bootstrapper()
+            bootstrapper_for(self._context)
 
     def key_bytes_in_memory(self) -> int:
         import jax
@@ -320,8 +322,8 @@ class ModelClient:
         (public, relinearization, every Galois key, the bootstrap's encapsulation keys), and keeps the secret and
         public key.
 
-        The keys are made in a key-generation context that is dropped afterwards (module docstring: its
-        bootstrapper's tables are only needed for the list of keys)."""
+        The keys are made in a key-generation context that is dropped afterwards (module docstring); the
+        bootstrap's keys come from its parameters (:class:`hemx.BootstrapParameters`), no bootstrapper is built."""
         req = _json_doc(key_request, "key request")
         try:
             rotations = [int(r) for r in req["rotations"]]
@@ -332,14 +334,15 @@ class ModelClient:
         if not isinstance(bootstrap, bool):
             raise SerializationError("bad key request: 'bootstrap' must be true or false")
         keygen_context = Context(self._params, slots=self._context.slots, ntt=self._ntt, sampler=self._sampler)
-        keys = keygen_context.keygen(rotations=rotations, bootstrap=bootstrap, rotation_level=levels)
+        boot = BootstrapParameters.create(self._params, slots=self._context.slots) if bootstrap else None
+        keys = keygen_context.keygen(rotations=rotations, bootstrap=boot, rotation_level=levels)
         parts = [keys.public] + ([keys.relin] if keys.relin is not None else []) + \
             [keys.galois[g] for g in sorted(keys.galois)] + [keys.switching[n] for n in sorted(keys.switching)]
         messages = [io.dumps(part, keygen_context) for part in parts]
         secret = io.dumps_secret_key(keys.secret, keygen_context)
         public = io.dumps(keys.public, keygen_context)
         del keys, parts, keygen_context
-        gc.collect()  # the context and its bootstrapper reference each other
+        gc.collect()  # the key set's arrays, before the next large allocation
         self._secret = io.loads_secret_key(secret, self._context)
         self._public = io.loads(public, self._context, expect=PublicKey)
         return messages

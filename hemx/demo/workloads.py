@@ -30,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from hemx import io
 from hemx.bench.timing import machine_label
 from hemx.ckks import CKKSParameters, Context, Sampler
+from hemx.circuits.bootstrap import BootstrapParameters
 from hemx.errors import ParameterError
 from hemx.service import Client, Server
 
@@ -375,7 +376,9 @@ def run_logreg_bootstrapped(
 
     with clock("client keygen"):  # Client has no bootstrapping keys: the context and keys are made here
         context = Context(params, slots=spec.slots, ntt=ntt, sampler=sampler)
-        keys = context.keygen(rotations=spec.rotation_steps, bootstrap=True)
+        # the bootstrap's keys, from its parameters: the client builds no bootstrapper
+        keys = context.keygen(rotations=spec.rotation_steps,
+                              bootstrap=BootstrapParameters.create(params, slots=context.slots))
         context_bytes = io.dumps(context)
         eval_key_bytes = io.dumps(keys.evaluation_keys(), context)
     update("client: keygen", 1, 1)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import jax
 import jax.extend.core as jex_core
@@ -52,13 +52,22 @@ from hemx.kernels.modarith import (
     mul_known,
     sub_mod,
 )
+from hemx.kernels.ntt_layout import (
+    NATIVE_METHOD,
+    LimbLayout,
+    PermuteStage,
+    limb_layout,
+    select_limb_dynamic,
+    select_limbs,
+    with_limb_tables,
+)
 from hemx.nt import bit_reverse_permutation, log2_exact, primitive_2nth_root, is_prime
 
 METHODS: tuple[str, ...] = ("butterfly", "four_step", "mat3", "multilevel")
-#: The C++ radix-2/4 butterfly of :mod:`hemx.kernels.native` (XLA FFI, CPU only, optional at install): the
-#: butterfly method's tables and results, run natively where the program is lowered for CPU (the JAX butterfly
-#: elsewhere, so such a plan exports for cuda / tpu). Kept out of :data:`METHODS` (the JAX methods).
-NATIVE_METHOD = "native"
+# NATIVE_METHOD ("native", from hemx.kernels.ntt_layout): the C++ radix-2/4 butterfly of hemx.kernels.native (XLA
+# FFI, CPU only, optional at install): the butterfly method's tables and results, run natively where the program is
+# lowered for CPU (the JAX butterfly elsewhere, so such a plan exports for cuda / tpu). Kept out of METHODS (the JAX
+# methods).
 ALL_METHODS: tuple[str, ...] = METHODS + (NATIVE_METHOD,)
 
 #: (method, reduction) per backend when nothing is forced and nothing is measured (the planner's round one starts
@@ -200,13 +209,6 @@ class TransposeStage:
 
 
 @dataclasses.dataclass(frozen=True)
-class PermuteStage:
-    """Explicit gather along the last axis: ``y[..., p] = x[..., perm[p]]``."""
-
-    perm: np.ndarray
-
-
-@dataclasses.dataclass(frozen=True)
 class ButterflyTables:
     """Twiddles of the radix-2 transforms, ``(L, N)`` known operands in bit-reversed index order.
 
@@ -230,7 +232,6 @@ for _cls, _data, _meta in (
     (MatrixStage, ["mat"], ["a", "b"]),
     (TwiddleStage, ["tw"], ["d1"]),
     (TransposeStage, [], ["r", "c"]),
-    (PermuteStage, ["perm"], []),
     (ButterflyTables, ["fwd", "inv", "inv_last", "ninv", "rows"], []),
 ):
     jax.tree_util.register_dataclass(_cls, data_fields=_data, meta_fields=_meta)
@@ -421,94 +422,14 @@ def make_plan(
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _with_limb_tables(plan: NTTPlan, take, count: int) -> NTTPlan:
-    """Apply ``take`` to every limb-indexed table of the plan (all but the four-step bit-reversal map)."""
-
-    def stage(st):
-        return st if isinstance(st, PermuteStage) else jax.tree_util.tree_map(take, st)
-
-    bt = plan.butterfly
-    if bt is not None and plan.method == NATIVE_METHOD:  # keep the (R, N) twiddles, select their rows
-        rows = bt.rows if bt.rows is not None else jnp.arange(plan.num_limbs, dtype=jnp.int32)
-        bt = dataclasses.replace(bt, inv_last=jax.tree_util.tree_map(take, bt.inv_last),
-                                 ninv=jax.tree_util.tree_map(take, bt.ninv), rows=take(rows))
-    elif bt is not None:
-        bt = jax.tree_util.tree_map(take, bt)
-    return dataclasses.replace(
-        plan,
-        table=jax.tree_util.tree_map(take, plan.table),
-        forward=tuple(stage(s) for s in plan.forward),
-        inverse=tuple(stage(s) for s in plan.inverse),
-        butterfly=bt,
-        num_limbs=count,
-    )
+# NTT data layout and limb selection (LimbLayout, limb_layout, select_limbs, select_limb_dynamic, PermuteStage) live in
+# hemx.kernels.ntt_layout, which the native kernels read without importing this module; all stay importable from
+# here. The older private names below are read by hemx.ckks.sharded_keyswitch and tests/parallel/test_export.py.
+_layout = limb_layout
+_with_limb_tables = with_limb_tables
 
 
-def select_limbs(plan: NTTPlan, limbs) -> NTTPlan:
-    """The plan restricted to some limbs (works inside jit).
-
-    ``limbs`` is a ``slice`` (a contiguous range: cheap slices that XLA fuses into the consumers) or a static
-    tuple of limb indices (a gather).
-    """
-    if isinstance(limbs, slice):
-        return _with_limb_tables(plan, lambda a: a[limbs], len(range(*limbs.indices(plan.num_limbs))))
-    idx = np.asarray(limbs, dtype=np.int32)
-    return _with_limb_tables(plan, lambda a: jnp.take(a, idx, axis=0), len(idx))
-
-
-def select_limb_dynamic(plan: NTTPlan, limb) -> NTTPlan:
-    """The plan of the single limb ``limb``, which may be traced (loops over towers inside jit)."""
-    return _with_limb_tables(plan, lambda a: jax.lax.dynamic_slice_in_dim(a, limb, 1, axis=0), 1)
-
-
-class _Layout(NamedTuple):
-    """Where the limb axis sits in NTT data: ``lead + (L,) + mid + (N,)``.
-
-    ``limb_axis=-2`` (the default, batch-major ``(B, L, N)``) has ``mid = ()``; a limb-major batch
-    ``(L, B, N)`` has ``lead = ()`` and ``mid = (B,)``. Tables indexed by limb broadcast over ``mid`` with
-    :meth:`per_limb`.
-    """
-
-    lead: tuple[int, ...]
-    mid: tuple[int, ...]
-    nl: int
-
-    def shape(self, *tail: int) -> tuple[int, ...]:
-        """The data viewed as ``lead + (L,) + mid + tail``."""
-        return self.lead + (self.nl,) + self.mid + tail
-
-    def per_limb(self, a):
-        """A limb-indexed table ``(L, ...)`` reshaped to broadcast over ``mid``: ``(L,) + (1,)*len(mid) + ...``."""
-        return a.reshape((a.shape[0],) + (1,) * len(self.mid) + a.shape[1:])
-
-    @property
-    def mid_size(self) -> int:
-        return int(np.prod(self.mid, dtype=np.int64))
-
-    def modulus_table(self, plan: NTTPlan) -> ModulusTable:
-        """The plan's modulus constants shaped to broadcast over ``mid`` and two trailing axes."""
-        return ModulusTable(*(self.per_limb(f.reshape(self.nl, 1, 1)) for f in plan.table))
-
-
-def _layout(x, plan: NTTPlan, limb_axis: int) -> _Layout:
-    """Validate NTT data (uint32, limbs on ``limb_axis``, N last) and describe its layout."""
-    shape = tuple(x.shape)
-    if not isinstance(limb_axis, (int, np.integer)) or isinstance(limb_axis, bool):
-        raise ShapeError(f"limb_axis must be an integer axis, got {limb_axis!r}")
-    ax = int(limb_axis) + len(shape) if limb_axis < 0 else int(limb_axis)
-    if len(shape) < 2 or not 0 <= ax <= len(shape) - 2:
-        raise ShapeError(
-            f"limb_axis {limb_axis} does not name an axis before the last (N) axis of data shaped {shape}"
-        )
-    if shape[ax] != plan.num_limbs or shape[-1] != plan.n:
-        where = "(..., L, N)" if ax == len(shape) - 2 else f"L on axis {limb_axis} and N last"
-        raise ShapeError(f"NTT data must be shaped {where} with L = {plan.num_limbs}, N = {plan.n}; got {shape}")
-    if x.dtype != jnp.uint32:
-        raise ShapeError(f"NTT data must be uint32 residues, got dtype {x.dtype}")
-    return _Layout(shape[:ax], shape[ax + 1 : -1], plan.num_limbs)
-
-
-def _run_stages(x, stages: tuple, plan: NTTPlan, lay: _Layout):
+def _run_stages(x, stages: tuple, plan: NTTPlan, lay: LimbLayout):
     n, nl = plan.n, plan.num_limbs
     tab = lay.modulus_table(plan)
     for st in stages:
@@ -528,11 +449,11 @@ def _run_stages(x, stages: tuple, plan: NTTPlan, lay: _Layout):
     return x
 
 
-def _stage_twiddle(tw: KnownOperand, lo: int, hi: int, lay: _Layout) -> KnownOperand:
+def _stage_twiddle(tw: KnownOperand, lo: int, hi: int, lay: LimbLayout) -> KnownOperand:
     return KnownOperand(*(lay.per_limb(f[:, lo:hi, None]) for f in tw))
 
 
-def _butterfly_forward(x, plan: NTTPlan, lay: _Layout):
+def _butterfly_forward(x, plan: NTTPlan, lay: LimbLayout):
     n = plan.n
     tab = lay.modulus_table(plan)
     q = tab.q
@@ -547,7 +468,7 @@ def _butterfly_forward(x, plan: NTTPlan, lay: _Layout):
     return x
 
 
-def _butterfly_inverse(x, plan: NTTPlan, lay: _Layout):
+def _butterfly_inverse(x, plan: NTTPlan, lay: LimbLayout):
     n = plan.n
     tab = lay.modulus_table(plan)
     q = tab.q
@@ -583,7 +504,7 @@ def butterfly_tables_of(plan: NTTPlan) -> NTTPlan:
 
 
 @functools.partial(jax.jit, static_argnames=("inverse", "lay"))
-def _butterfly_of_native(x, plan: NTTPlan, *, inverse: bool, lay: _Layout):
+def _butterfly_of_native(x, plan: NTTPlan, *, inverse: bool, lay: LimbLayout):
     # jitted: on_cpu traces this branch in CPU programs too, and a program with several transforms of one shape then
     # unrolls the butterfly once
     plan = butterfly_tables_of(plan)
@@ -603,11 +524,11 @@ def _native_cpu_lowered(x, plan, *, inverse: bool, limb_axis: int):
 
     if native.available():
         return (native.intt if inverse else native.ntt)(x, plan, limb_axis)
-    return _butterfly_of_native(x, plan, inverse=inverse, lay=_layout(x, plan, limb_axis))
+    return _butterfly_of_native(x, plan, inverse=inverse, lay=limb_layout(x, plan, limb_axis))
 
 
 def _native_default_lowered(x, plan, *, inverse: bool, limb_axis: int):
-    return _butterfly_of_native(x, plan, inverse=inverse, lay=_layout(x, plan, limb_axis))
+    return _butterfly_of_native(x, plan, inverse=inverse, lay=limb_layout(x, plan, limb_axis))
 
 
 def _native_ntt_rule(fn):
@@ -647,7 +568,7 @@ mlir.register_lowering(_native_ntt_p, _native_ntt_rule(_native_default_lowered))
 batching.primitive_batchers[_native_ntt_p] = _native_ntt_batch
 
 
-def _native_or_butterfly(x, plan: NTTPlan, lay: _Layout, limb_axis: int, *, inverse: bool):
+def _native_or_butterfly(x, plan: NTTPlan, lay: LimbLayout, limb_axis: int, *, inverse: bool):
     """A native plan's transform: the C++ kernel where the program is lowered for CPU and the library is available,
     the JAX butterfly on the same tables everywhere else (an export for cuda / tpu holds no custom call).
     Bit-identical (both exact). Where the library is unavailable here (not built, ``HEMX_NATIVE=0``, inside
@@ -667,7 +588,7 @@ def ntt(x, plan: NTTPlan, limb_axis: int = -2):
     axis, e.g. ``limb_axis=0`` for a limb-major batch ``(L, B, N)`` (every limb's tables then serve its B
     polynomials in one pass; the result is bit-identical to transforming the transposed batch).
     """
-    lay = _layout(x, plan, limb_axis)
+    lay = limb_layout(x, plan, limb_axis)
     if plan.method == NATIVE_METHOD:
         return _native_or_butterfly(x, plan, lay, limb_axis, inverse=False)
     if plan.method == "butterfly":
@@ -677,7 +598,7 @@ def ntt(x, plan: NTTPlan, limb_axis: int = -2):
 
 def intt(x, plan: NTTPlan, limb_axis: int = -2):
     """Inverse of :func:`ntt` (input in bit-reversed order, output coefficients in natural order)."""
-    lay = _layout(x, plan, limb_axis)
+    lay = limb_layout(x, plan, limb_axis)
     if plan.method == NATIVE_METHOD:
         return _native_or_butterfly(x, plan, lay, limb_axis, inverse=True)
     if plan.method == "butterfly":

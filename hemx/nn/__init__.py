@@ -1,14 +1,17 @@
 """Encrypted inference for neural networks, built on :mod:`hemx.circuits`.
 
-* :mod:`hemx.nn.graph`: the network IR (typed layers in a graph, channel-first tensors) and its float64 reference.
+* :mod:`hemx.nn.graph`: the network IR (typed layers in a graph, channel-first tensors) and its float64 reference;
+  :mod:`hemx.nn.layers`: one module per layer type (record, shape, reference, lowering), one registry.
 * :mod:`hemx.nn.packing`: slot layouts of tensors (channel blocks on a grid, stride 2 as a wider gap) and the packed
   linear layers (convs, pools, dense layers as baby-step/giant-step diagonal maps).
 * :mod:`hemx.nn.activations`: ReLU as ``x (1 + sign(x)) / 2`` with a composite minimax sign approximation, and its
   error bound.
-* :mod:`hemx.nn.compiler`: :func:`compile` (fold batch norms, calibrate, pack, assign levels, place bootstraps)
-  -> a :class:`CompiledNetwork` with an inspectable :class:`Plan`; ``net.run(..., diagonals=net.diagonals())``
-  takes the linear layers' data as arguments of a traced program, and :func:`lift_constants` the context's tables
-  too (:mod:`hemx.nn.program`), for ``jax.export`` without large constants.
+* :mod:`hemx.nn.compiler`: :func:`compile`, the visible list of passes (``PIPELINE``: fold, calibrate, pack,
+  levels, bootstraps, scales, plan; one module each in :mod:`hemx.nn.passes`) -> a :class:`CompiledNetwork` with
+  an inspectable :class:`Plan` and every pass's output; :mod:`hemx.nn.steps`: the steps and their ops (depth,
+  rotations, ``apply``); :mod:`hemx.nn.run`: the runtime (``net.run(..., diagonals=net.diagonals())`` takes the
+  linear layers' data as arguments of a traced program, and :func:`lift_constants` the context's tables too
+  (:mod:`hemx.nn.program`), for ``jax.export`` without large constants).
 * front ends: :func:`from_jax` (any JAX function, read from its jaxpr: Flax, Haiku, Equinox or plain JAX) and
   :func:`from_keras_h5` (Keras ``.h5`` weights, read with h5py);
 * :mod:`hemx.nn.models`: ResNet-20 in plain JAX (init, apply, graph, the shipped Fashion-MNIST weights);
@@ -19,7 +22,7 @@ Layer: above :mod:`hemx.circuits` (and io/service), below :mod:`hemx.apps`.
 
 from hemx.nn.graph import (
     Activation, Add, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input, MaxPool2D,
-    Node, reference, sequential,
+    Multiply, Node, reference, sequential,
 )
 from hemx.nn.packing import Layout, image_layout, vector_layout
 from hemx.nn.activations import SignComposite, relu_approx, relu_error_bound, sign_composite
@@ -31,7 +34,7 @@ from hemx.nn.models import load_resnet20_fmnist, resnet20_apply, resnet20_graph,
 
 __all__ = [
     "Graph", "Node", "Input", "Conv2D", "BatchNorm", "AvgPool2D", "MaxPool2D", "GlobalAvgPool", "Flatten", "Dense",
-    "Affine", "Add", "Activation", "reference", "sequential",
+    "Affine", "Add", "Activation", "Multiply", "reference", "sequential",
     "Layout", "image_layout", "vector_layout", "SignComposite", "sign_composite", "relu_error_bound", "relu_approx",
     "compile", "CompiledNetwork", "Plan", "Step", "from_jax", "from_keras_h5", "resnet20_init", "resnet20_apply",
     "resnet20_graph", "load_resnet20_fmnist", "lift_constants", "LiftedProgram",

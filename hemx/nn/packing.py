@@ -37,10 +37,11 @@ ciphertexts are rescaled once per giant, then rotated. One level; the plaintext 
 input's level at the scale of that level's rescale, so every layer keeps its input's scale exactly (every tensor
 of a network stays at the context's scale, so residual additions need no alignment beyond a level drop).
 
-Encoding (:func:`encode_values`): each giant step's diagonals are encoded when the step runs, in one jitted
-function (the embedding's FFT, then residues and NTT), from the cached float64 diagonals or from the layer's data
-given as an argument (:meth:`DiagonalMap.program_data`, ``CompiledNetwork.diagonals``): in a traced program the
-data is then an argument and its encoding part of the program, and the two give the same plaintexts bit for bit.
+Encoding (:func:`encode_values`): each giant step's diagonals are encoded when the step runs, by the evaluator's
+encoder (``Context.encode``: :func:`hemx.ckks.encoder.encode_ntt`), from the cached float64 diagonals or from the
+layer's data given as an argument (:meth:`DiagonalMap.program_data`, ``CompiledNetwork.diagonals``): in a traced
+program the data is then an argument and its encoding part of the program, and the two give the same plaintexts
+bit for bit.
 
 Every layout records whether the slots outside its positions are zero (``clean``); linear maps read only their
 input's positions, so they accept unclean inputs and produce clean outputs.
@@ -49,7 +50,6 @@ input's positions, so they accept unclean inputs and produce clean outputs.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -57,12 +57,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hemx.circuits import CKKSEvaluator
-from hemx.ckks import Plaintext
-from hemx.ckks import evaluator as ckks_evaluator
 from hemx.errors import LevelError, ParameterError, ShapeError
-from hemx.kernels import modarith
-from hemx.nn.graph import batched
+from hemx.nn.layers.base import batched
 
 DEFAULT_BSGS_RATIO = 2.0  # cost of a giant rotation relative to a hoisted baby rotation
 _CHUNK = 2048  # (out, in, tap) triples materialized at once when building a conv's diagonals
@@ -641,104 +637,23 @@ class GlobalAvgPoolOp:
 # ------------------------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
-def _embed_tables(slots: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(gather, cr, ci)`` of the canonical embedding at ``slots`` (as :func:`hemx.ckks.encoder.embed`): the slot
-    read at each of the ``2 slots`` odd powers of zeta (slot ``i`` at ``(5^i - 1) / 2``, its conjugate at
-    ``(4 slots - 5^i - 1) / 2``), and the DFT's post-twist ``conj(zeta^j) / (2 slots)``, split in real and imaginary
-    parts. Host arrays, built once per slot count."""
-    m = 2 * slots
-    e = np.array([pow(5, i, 2 * m) for i in range(slots)], dtype=np.int64)
-    gather = np.empty(m, dtype=np.int32)
-    gather[(e - 1) // 2] = np.arange(slots)
-    gather[(2 * m - e - 1) // 2] = np.arange(slots)
-    cw = np.conj(np.exp(1j * np.pi * np.arange(m) / m)) / m
-    for a in (gather, cw):
-        a.setflags(write=False)
-    return gather, np.ascontiguousarray(cw.real), np.ascontiguousarray(cw.imag)
-
-
-@functools.lru_cache(maxsize=None)
-def _pow2_table(moduli: tuple[int, ...]) -> np.ndarray:
-    """:func:`hemx.kernels.modarith.pow2_table` of ``moduli`` (host, once per modulus chain)."""
-    table = modarith.pow2_table(moduli)
-    table.setflags(write=False)
-    return table
-
-
-@functools.partial(jax.jit, static_argnames=("rows", "n", "num_p", "num_q"))
-def _encode_kernel(values, pos, gather, cr, ci, scale, pow2, plan, *, rows, n, num_p, num_q):
-    """Real slot values ``(..., slots)`` -> NTT-domain residues ``(..., num_q, N)``: the encoder's embedding
-    (``hemx.ckks.encoder.embed``: a gather, a half-length real FFT, the twist, times the scale, rounded to
-    integer-valued float64), then residues and NTT in the kernel (``float_ntt_q``, as ``Context.encode``).
-    ``pos``: where the ``values`` rows go among ``rows`` rows (the others zero), or None."""
-    if pos is not None:
-        values = jnp.zeros((rows,) + values.shape[1:], values.dtype).at[pos].set(values)
-    a = jnp.take(values, gather, axis=-1)
-    m = a.shape[-1]
-    h = jnp.fft.rfft(a, axis=-1)
-    hr, hi = jnp.real(h), jnp.imag(h)
-    half = m // 2
-    # fft(a)[j] = conj(rfft(a)[m - j]) above m / 2: Re(fft(a) cw) from the half-length transform. The products
-    # are formed apart from their sums (an optimization barrier: no fused multiply-add), rounded as numpy's are,
-    # so the result does not depend on how XLA fuses this into the program around it
-    lr, li = hr * cr[: half + 1], hi * ci[: half + 1]
-    ur, ui = hr[..., half - 1:0:-1] * cr[half + 1:], hi[..., half - 1:0:-1] * ci[half + 1:]
-    lr, li, ur, ui = jax.lax.optimization_barrier((lr, li, ur, ui))
-    coeffs = jnp.round(jnp.concatenate([lr - li, ur + ui], axis=-1) * scale)  # half to even, as numpy's rint
-    if n != m:
-        coeffs = jnp.zeros(coeffs.shape[:-1] + (n,), coeffs.dtype).at[..., :: n // m].set(coeffs)
-    return ckks_evaluator.float_ntt_q(coeffs, pow2, plan, num_p=num_p, num_q=num_q)
-
-
 def encode_values(ev, values, *, level: int, scale: float, rows: int | None = None, pos=None):
     """Real slot values ``(..., slots)`` -> a plaintext of ``ev`` at ``level`` and ``scale``: the encoder of every
-    linear layer's diagonals, biases and pooling masks, eager or traced.
+    linear layer's diagonals, biases and pooling masks, eager or traced (``ev.encode``; on hemx ciphertexts
+    ``Context.encode``, whose encoder is :func:`hemx.ckks.encoder.encode_ntt`).
 
     ``rows``, ``pos``: the ``values`` rows are rows ``pos`` of a batch of ``rows`` (the others zero). ``values`` may
     be traced (an argument of a ``jax.jit`` / ``jax.export`` program): they are then encoded inside the program, so
-    nothing of the encoded size is a constant. Host values are encoded at concrete time, also inside a trace (a
-    constant of the program, as ``Context.encode`` does).
-
-    The steps are ``Context.encode``'s (the embedding's FFT, scaling and rounding to integer-valued float64, then
-    residues and NTT in the kernel), the embedding done by XLA instead of numpy, in one jitted function, so that
-    the eager and the traced encodings are the same computation. Its result may differ from ``Context.encode``'s
-    by one in a few coefficients of the integer polynomial (XLA's FFT and fused multiply-adds round differently
-    from numpy's; far below CKKS noise). The value checks of ``Context.encode`` (finite values, fitting the
-    modulus) are not made on traced values: ``CompiledNetwork.diagonals`` makes them where the data is built. On
-    other evaluators (the slot simulator) the values go through ``ev.encode``."""
-    if not isinstance(ev, CKKSEvaluator):
-        v = np.asarray(values, dtype=np.float64)
-        if pos is not None:
-            full = np.zeros((rows,) + v.shape[1:])
-            full[np.asarray(pos)] = v
-            v = full
-        return ev.encode(v, level=level, scale=scale)
-    ctx = ev.ctx
-    params = ctx.params
-    num_q = params.limbs_at_level(level)
-    gather, cr, ci = _embed_tables(ev.slots)
-    pow2 = _pow2_table(tuple(int(q) for q in params.moduli))[:num_q]
-    if pos is not None and len(pos) == rows:
-        pos = None
-
-    def encode():
-        return _encode_kernel(values, pos, gather, cr, ci, float(scale), pow2, ctx.plan,
-                              rows=None if pos is None else rows, n=params.n, num_p=ctx.num_p, num_q=num_q)
-
-    if isinstance(values, jax.core.Tracer):
-        data = encode()  # traced data: encoded inside the program
-    else:
-        with jax.ensure_compile_time_eval():  # host data, also inside a trace: a constant (as Context.encode)
-            data = encode()
-    return Plaintext(data, int(level), float(scale), ev.slots, False, ctx.id)
+    nothing of the encoded size is a constant, and without ``Context.encode``'s value checks
+    (``CompiledNetwork.diagonals`` makes them where the data is built). Host values are checked and encoded at
+    concrete time, also inside a trace (a constant of the program). Both are the same computation: the same
+    values give the same plaintext bit for bit."""
+    return ev.encode(values, level=level, scale=scale, rows=rows, pos=pos)
 
 
 def add_values(ev, x, values):
     """``x + values`` (one ciphertext's slot values, possibly traced), the values encoded at ``x``'s level and
-    scale by :func:`encode_values` (other evaluators: ``ev.add`` as it is)."""
-    if not isinstance(ev, CKKSEvaluator):
-        return ev.add(x, np.asarray(values))
+    scale by :func:`encode_values`."""
     return ev.add(x, encode_values(ev, values, level=ev.level(x), scale=ev.scale(x)))
 
 

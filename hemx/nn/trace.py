@@ -29,7 +29,8 @@ module recognises those patterns.
   channel-first; the jaxpr's flatten order (HWC for NHWC) is kept as a feature permutation and applied to the next
   dense layer's weight (and per-feature constants), so no permutation node is needed;
 * ``transpose`` only relabels axes; ``max(x, 0)`` -> ``Activation("relu")``; the sum of two different tensors ->
-  :class:`Add`;
+  :class:`Add`; the product of two different tensors of one shape -> :class:`Multiply` (of one tensor: a
+  polynomial, above);
 * ``jit``/``pjit``, ``closed_call``, ``core_call``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``/
   ``checkpoint`` are inlined.
 
@@ -48,15 +49,17 @@ import numpy as np
 from hemx.errors import ParameterError, ShapeError
 from hemx.nn.graph import (
     Activation, Add, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input, MaxPool2D,
-    Node,
+    Multiply, Node,
 )
+from hemx.nn.passes.fold import fold_nodes
 
 __all__ = ["from_jax", "SUPPORTED"]
 
 SUPPORTED = (
     "conv_general_dilated (stride 1/2, explicit padding, no dilation/groups), dot_general with a constant matrix, "
     "add/sub/mul/div/neg by constants (scalars or per-channel: bias, batch-norm, x/255), add of two tensors "
-    "(residual), mul/square/integer_pow of one tensor (polynomial activations), max(x, 0) (ReLU), "
+    "(residual), mul of two tensors of one shape (element-wise product), mul/square/integer_pow of one tensor "
+    "(polynomial activations), max(x, 0) (ReLU), "
     "reduce_window_sum (+ div: average pool), reduce_window_max (max pool), reduce_sum / reduce_max over H and W "
     "(global pools), reshape/squeeze to (B, features) (flatten), transpose, convert_element_type, copy, and inlined "
     "jit/pjit/closed_call/core_call/custom_jvp_call/custom_vjp_call/remat; any computation on constants only"
@@ -284,8 +287,11 @@ class _Builder:
     def mul_values(self, a: _Value, b: _Value) -> _Value:
         if not a.same_root(b):
             ta, tb = self.materialize(a), self.materialize(b)
-            if not (ta.name == tb.name and ta.same_layout(tb)):
-                self.fail("the product of two different tensors (only polynomials of one tensor are layers)")
+            if not ta.same_layout(tb):
+                self.fail(f"the product of two different tensors of layouts {ta.roles}{ta.jshape} and "
+                          f"{tb.roles}{tb.jshape} (only tensors of one layout multiply element-wise)")
+            if ta.name != tb.name:  # two different tensors of one layout: their element-wise product
+                return _Value.of(dataclasses.replace(ta, name=self.add("mul", Multiply(), (ta.name, tb.name))))
             a, b = _Value.of(ta), _Value.of(tb)
         return a.with_p(_poly_mul(a.p, b.p))
 
@@ -555,46 +561,10 @@ class _Builder:
 
     # post-passes ----------------------------------------------------------------------------------------------
     def finish(self, output: str) -> Graph:
-        nodes = {n.name: n for n in self.nodes}
-        consumers: dict[str, list[str]] = {}
-        for n in self.nodes:
-            for i in n.inputs:
-                consumers.setdefault(i, []).append(n.name)
-        rename: dict[str, str] = {}
-        drop: set[str] = set()
-        for n in self.nodes:
-            lay = n.layer
-            if not isinstance(lay, (BatchNorm, Affine)) or len(n.inputs) != 1:
-                continue
-            src = nodes[n.inputs[0]]
-            if not isinstance(src.layer, (Conv2D, Dense)) or src.layer.bias is not None:
-                continue
-            if consumers.get(src.name, []) != [n.name] or src.name == output:
-                continue
-            c_out = src.layer.weight.shape[0]
-            if isinstance(lay, Affine):
-                scale, shift = np.full(c_out, lay.scale), np.full(c_out, lay.shift)
-            else:
-                scale, shift = lay.scale, lay.shift
-            if not np.all(scale == 1.0) and not self.fold_batchnorm:
-                continue
-            w = src.layer.weight * (scale[:, None, None, None] if isinstance(src.layer, Conv2D) else scale[:, None])
-            if isinstance(src.layer, Conv2D):
-                new = Conv2D(w, shift, src.layer.stride, src.layer.padding)
-            else:
-                new = Dense(w, shift)
-            nodes[src.name] = Node(src.name, new, src.inputs)
-            rename[n.name] = src.name
-            drop.add(n.name)
-        out = []
-        for n in self.nodes:
-            if n.name in drop:
-                continue
-            node = nodes[n.name]
-            if any(i in rename for i in node.inputs):
-                node = Node(node.name, node.layer, tuple(rename.get(i, i) for i in node.inputs))
-            out.append(node)
-        output = rename.get(output, output)
+        # a bias add (lazy shift) after a bias-less conv / dense becomes its bias; batch-norm scales fold too with
+        # fold_batchnorm (the fold pass's folding: hemx.nn.passes.fold)
+        out, output = fold_nodes(self.nodes, output, keep="producer", affine=True, scales=self.fold_batchnorm,
+                                 onto_bias=False)
         # keep only what the output depends on
         need = {output}
         for n in reversed(out):

@@ -19,6 +19,7 @@ import hemx
 from hemx.apps import logreg
 from hemx.apps import _logreg_bootstrap as boot
 from hemx.ckks import Sampler
+from hemx.circuits.bootstrap import bootstrapper_for
 from hemx.errors import LevelError, ParameterError, SlotError
 
 TRAIN, TEST, ITERATIONS = 64, 60, 6
@@ -115,7 +116,7 @@ def encrypted_run():
     params = logreg.bootstrap_parameters(spec)
     plan = logreg.schedule_bootstrapping(data.x_train, data.y_train, spec, params)
     ctx = hemx.Context(params, slots=spec.slots, ntt="mat3", sampler=Sampler.insecure_for_tests(14))
-    keys = ctx.keygen(rotations=spec.rotation_steps, bootstrap=True)
+    keys = ctx.keygen(rotations=spec.rotation_steps, bootstrap=bootstrapper_for(ctx))
     server_keys = keys.evaluation_keys()
     ct_data = ctx.encrypt(logreg.pack_training(data.x_train, data.y_train, spec), keys.secret)
     log, seen = logreg.BootstrapLog(), []
@@ -139,7 +140,7 @@ def test_encrypted_bootstrapped_training_matches_plaintext(encrypted_run):
           f"(largest weight {np.max(np.abs(reference.weights)):.2f})")
     # the state was bootstrapped where the schedule says, twice, back to the bootstrap's output level
     assert log.count == 2 and tuple(log.at) == plan.refresh_at == (3, 5)
-    assert log.level_after == plan.output_level == r["ctx"].bootstrapper().plan.output_level
+    assert log.level_after == plan.output_level == bootstrapper_for(r["ctx"]).plan.output_level
     assert all(level < spec.depth_per_iteration for level in log.level_before)
     assert ("bootstrap", 2, 2) in r["seen"] and ("train", ITERATIONS, ITERATIONS) in r["seen"]
     assert r["ct_w"].level >= spec.inference_depth

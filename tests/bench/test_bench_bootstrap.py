@@ -14,6 +14,7 @@ import pytest
 from hemx.bench import bootstrap as bb
 from hemx.bench import bootstrap_profile as bp
 from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
+from hemx.circuits.bootstrap import BootstrapParameters, bootstrapper_for
 
 
 def test_bench_bootstrap_sparse_slots_json_and_plot(tmp_path):
@@ -35,8 +36,8 @@ def test_bench_bootstrap_sparse_slots_json_and_plot(tmp_path):
     # the key count is the sparse circuit's: its rotations and conjugation, relinearization, two encapsulation keys
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
-        ctx = Context(CKKSParameters.preset("boot_12", allow_insecure=True), slots=64)
-    assert e["keys"] == len(ctx.bootstrapper().galois_elements) + 1 + 2
+        boot = BootstrapParameters.create(CKKSParameters.preset("boot_12", allow_insecure=True), slots=64)
+    assert e["keys"] == len(boot.galois_elements) + 1 + 2 == boot.key_count + 1
 
 
 def test_bad_slots_are_refused_with_a_clear_error():
@@ -132,8 +133,8 @@ def test_profile_stages_sparse_slots_reproduce_the_bootstrap():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         ctx = Context(CKKSParameters.preset("boot_12", allow_insecure=True), slots=64)
-    bt = ctx.bootstrapper()
-    keys = ctx.keygen(bootstrap=True)
+    bt = bootstrapper_for(ctx)
+    keys = ctx.keygen(bootstrap=bt)
     evk = keys.evaluation_keys()
     ct = ctx.drop_level(ctx.encrypt(np.random.default_rng(3).uniform(-1, 1, 64), keys), 0)
     stages = bp.stage_functions(bt, evk)

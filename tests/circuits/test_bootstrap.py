@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 import hemx
 from hemx.ckks import Sampler
-from hemx.circuits.bootstrap import Bootstrapper, EvalMod, bound_for
+from hemx.circuits.bootstrap import Bootstrapper, BootstrapParameters, EvalMod, bootstrap, bootstrapper_for, bound_for
 from hemx.circuits.bootstrap import dft
 from hemx.circuits import polynomial_depth
 from hemx.errors import BoundError, LevelError, MissingKeyError, ParameterError
@@ -97,8 +97,9 @@ def test_bound_for_weights():
 def boot12():
     params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
     ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(5))
-    keys = ctx.keygen(bootstrap=True)  # uniform main secret: rotations, conjugation and encapsulation keys
-    return ctx, ctx.bootstrapper(), keys
+    bt = bootstrapper_for(ctx)
+    keys = ctx.keygen(bootstrap=bt)  # uniform main secret: rotations, conjugation and encapsulation keys
+    return ctx, bt, keys
 
 
 def test_plan_and_keys():
@@ -117,7 +118,7 @@ def test_plan_and_keys():
     for name in ("to_sparse", "from_sparse"):
         few = dataclasses.replace(server, switching={n: k for n, k in server.switching.items() if n != name})
         with pytest.raises(MissingKeyError, match=name):
-            ctx.bootstrap(ct, few)
+            bootstrap(ctx, ct, few)
     with pytest.raises(ParameterError):
         bt.bootstrap(ct, keys, iterations=0)
 
@@ -185,26 +186,26 @@ def test_bootstrap_refuses_values_beyond_the_supported_bound():
     """ct.bound (max |x| at encryption, propagated) beyond what the message ratio supports: BoundError naming the
     bound, the supported one and the options; on_bound="warn" warns and bootstraps (one execution here)."""
     ctx, bt, keys = boot12()
-    assert bt.supported_bound == 8.0 and ctx.bootstrapper(message_ratio=13).supported_bound == 32.0
+    assert bt.supported_bound == 8.0 and bootstrapper_for(ctx, message_ratio=13).supported_bound == 32.0
     rng = np.random.default_rng(21)
     big = ctx.encrypt(rng.uniform(-40, 40, ctx.slots), keys)
     assert big.bound == 64.0  # max |x| ~ 40, rounded up to a power of two
     with pytest.raises(BoundError, match=r"64.*exceeds the 8 .*message ratio 11.*on_bound='warn'"):
-        ctx.bootstrap(big, keys)
+        bootstrap(ctx, big, keys)
     with pytest.raises(BoundError, match="exceeds the 32"):
-        ctx.bootstrap(big, keys, message_ratio=13)
+        bootstrap(ctx, big, keys, message_ratio=13)
     x = rng.uniform(-12, 12, ctx.slots)
     ct = ctx.encrypt(x, keys, bound=12.0)  # a declared bound: 12 > 8, but a larger ratio supports it
     with pytest.raises(BoundError, match="message_ratio=13"):
         bt.bootstrap(ct, keys)
     with pytest.raises(ParameterError, match="on_bound"):
-        ctx.bootstrap(ct, keys, on_bound="ignore")
+        bootstrap(ctx, ct, keys, on_bound="ignore")
     # a product's bound is propagated: two values of bound 4 multiply to 16, refused
     four = ctx.encrypt(rng.uniform(-4, 4, ctx.slots), keys, bound=4.0)
     with pytest.raises(BoundError):
-        ctx.bootstrap(ctx.mul(four, four, keys), keys)
+        bootstrap(ctx, ctx.mul(four, four, keys), keys)
     with pytest.warns(hemx.errors.BoundWarning, match="exceeds the 8"):
-        out = ctx.bootstrap(ct, keys, on_bound="warn")
+        out = bootstrap(ctx, ct, keys, on_bound="warn")
     assert out.bound == 12.0 and out.level == 3
     stats = bits_of(x, ctx.decrypt(out, keys))
     print("bound 12 at the default ratio", stats)  # measured ~20-21 bits (uniform [-16, 16]: 20.0)
@@ -218,20 +219,20 @@ def test_errors_and_parameters_without_room():
         Bootstrapper("ctx")
     ctx, bt, keys = boot12()
     with pytest.raises(ParameterError):
-        ctx.bootstrap(ctx.encrypt(np.zeros(4), keys), keys, iterations=4)
+        bootstrap(ctx, ctx.encrypt(np.zeros(4), keys), keys, iterations=4)
     with pytest.raises(ParameterError):
         ctx.keygen(galois_elements=[4])  # even: not an automorphism
 
 
 def test_context_front_sparse_slots_and_bootstrap_keys():
-    """ctx.keygen(bootstrap=True) + ctx.bootstrap on a sparse context (64 slots): a five-step trace back into the
+    """ctx.keygen(bootstrap=bp) + bootstrap(ctx, ...) on a sparse context (64 slots): a five-step trace back into the
     subring, then 64-slot transforms; keys for their rotations come as raw Galois elements."""
     params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
     ctx = hemx.Context(params, slots=64, sampler=Sampler.insecure_for_tests(6))
-    keys = ctx.keygen(rotations=[1], bootstrap=True)
-    assert set(ctx.bootstrapper().galois_elements) <= set(keys.galois)
+    keys = ctx.keygen(rotations=[1], bootstrap=BootstrapParameters.create(params, slots=ctx.slots))
+    assert set(bootstrapper_for(ctx).galois_elements) <= set(keys.galois)
     x = np.random.default_rng(12).uniform(-1, 1, 64)
-    out = ctx.bootstrap(ctx.encrypt(x, keys), keys)
+    out = bootstrap(ctx, ctx.encrypt(x, keys), keys)
     assert (out.slots, out.level) == (64, 3)
     stats = bits_of(x, ctx.decrypt(out, keys))
     print("sparse64", stats)
@@ -240,9 +241,9 @@ def test_context_front_sparse_slots_and_bootstrap_keys():
     assert bits_of(np.roll(x, -1), rotated).min_bits >= MEASURED["sparse64"] - MARGIN
     plain = keys.evaluation_keys()
     no_boot = dataclasses.replace(plain, galois={g: k for g, k in plain.galois.items()
-                                                 if g not in ctx.bootstrapper().galois_elements})
+                                                 if g not in bootstrapper_for(ctx).galois_elements})
     with pytest.raises(MissingKeyError):
-        ctx.bootstrap(ctx.encrypt(x, keys), no_boot)
+        bootstrap(ctx, ctx.encrypt(x, keys), no_boot)
 
 
 def _mean_bits(want, got) -> float:
@@ -254,8 +255,8 @@ def test_message_ratio_trades_noise_for_the_sine_error():
     one shrinks the sine's cubic error on a large coefficient (a constant vector has one, equal to its value)."""
     ctx, bt, keys = boot12()
     assert (bt.message_ratio, bt.premultiply) == (11, 2)  # the default at N = 2^12: 7 + (16 - 12); q0 / D ~ 2^13
-    low, high = ctx.bootstrapper(message_ratio=8), ctx.bootstrapper(message_ratio=13)
-    assert (low.premultiply, high.premultiply) == (5, 0) and ctx.bootstrapper(message_ratio=11) is bt
+    low, high = bootstrapper_for(ctx, message_ratio=8), bootstrapper_for(ctx, message_ratio=13)
+    assert (low.premultiply, high.premultiply) == (5, 0) and bootstrapper_for(ctx, message_ratio=11) is bt
     x = np.random.default_rng(13).uniform(-1, 1, ctx.slots)
     ones = np.ones(ctx.slots)
     bits = {}
@@ -277,7 +278,7 @@ def test_message_ratio_trades_noise_for_the_sine_error():
     assert abs(bits["low", "ones"] - (2 * log_r - math.log2((2 * math.pi) ** 2 / 6))) < 0.5
     for bad in (0, 14, 2.5, True, "8"):
         with pytest.raises(ParameterError, match="message_ratio"):
-            ctx.bootstrapper(message_ratio=bad)
+            bootstrapper_for(ctx, message_ratio=bad)
 
 
 def _evalmod_levels(plan: "hemx.circuits.bootstrap.BootstrapPlan") -> range:
@@ -291,11 +292,8 @@ def test_boot_presets_run_evalmod_on_60_bit_levels(preset):
     """EvalMod's 8 levels hold two 30-bit primes (scale 2^60: 4 bits less noise at its input), SlotsToCoeffs' 3
     two 26-bit ones, every other level two 28-bit ones (scale 2^56); boot_16 stays within the HE standard's
     128-bit bound and its special modulus P is far above every key-switching digit."""
-    from hemx.circuits.bootstrap import BootstrapPlan
-
     params = hemx.CKKSParameters.preset(preset, allow_insecure=True)
-    evalmod = Bootstrapper._choose_evalmod(bound_for(32, params.n), None)  # ephemeral secret: 32 non-zeros
-    plan = BootstrapPlan(params.max_level, 3, evalmod.depth, 3)
+    plan = BootstrapParameters.create(params).plan  # K from the ephemeral secret: 32 non-zeros
     em = _evalmod_levels(plan)
     stc = range(plan.output_level + 1, plan.output_level + 4)
     assert len(em) == 8 and plan.output_level == (10 if preset == "boot_16" else 3)
@@ -311,7 +309,7 @@ def test_boot_presets_run_evalmod_on_60_bit_levels(preset):
         assert params.secure and params.log_qp <= 1772
     else:
         ctx, bt, _ = boot12() if preset == "boot_12" else (hemx.Context(params), None, None)
-        bt = bt or ctx.bootstrapper()
+        bt = bt or bootstrapper_for(ctx)
         assert 59.9 < math.log2(bt.evalmod_scale) <= 60.0
         assert [l for l in range(params.max_level + 1) if l in _evalmod_levels(bt.plan)] == list(em)
 

@@ -14,6 +14,7 @@ import pytest
 
 import hemx
 from hemx.ckks import Sampler
+from hemx.circuits.bootstrap import bootstrap, bootstrapper_for
 from hemx.errors import ParameterError
 from hemx.kernels import automorphism
 
@@ -35,7 +36,7 @@ def test_sparse_circuit_structure(params, slots):
     """The trace has log2(N / 2s) doublings by s, 2s, .., N/4; the transforms' rotations stay below s; the key
     set is the transforms' rotations, the trace's and conjugation, and it shrinks with s."""
     ctx = hemx.Context(params, slots=slots)
-    bt = ctx.bootstrapper()
+    bt = bootstrapper_for(ctx)
     n, s = params.n, max(2, slots)  # one slot runs the smallest (2-slot) transforms
     assert bt.slots == s
     assert bt.trace_steps == tuple(s << j for j in range(int(math.log2(n // 2 // s))))
@@ -46,17 +47,18 @@ def test_sparse_circuit_structure(params, slots):
     want = {automorphism.galois_element(n, r) for r in bt.rotations} | {automorphism.conjugation_element(n)}
     assert set(bt.galois_elements) == want
     if slots < n // 2:
-        full = hemx.Context(params).bootstrapper()
+        full = bootstrapper_for(hemx.Context(params))
         assert len(bt.galois_elements) < len(full.galois_elements)
 
 
 def test_sparse_bootstrap_quarter_slots(params):
     """s = N/4: a one-step trace (rotation by N/4), 1024-slot transforms; precision at least the full-slot one."""
     ctx = hemx.Context(params, slots=1024, sampler=Sampler.insecure_for_tests(6))
-    keys = ctx.keygen(bootstrap=True)
+    bt = bootstrapper_for(ctx)
+    keys = ctx.keygen(bootstrap=bt)
     x = np.random.default_rng(12).uniform(-1, 1, 1024)
-    out = ctx.bootstrap(ctx.encrypt(x, keys), keys)
-    assert (out.slots, out.level) == (1024, ctx.bootstrapper().plan.output_level)
+    out = bootstrap(ctx, ctx.encrypt(x, keys), keys)
+    assert out.slots == 1024 and out.level == bt.plan.output_level == bt.parameters.output_level
     stats = bits_of(x, ctx.decrypt(out, keys))
     print("sparse1024", stats)
     assert stats.min_bits >= MEASURED_1024 - MARGIN
@@ -69,4 +71,4 @@ def test_more_slots_than_the_context_is_refused(params):
     wide = ctx.encrypt(ctx.encode(np.zeros(params.n // 2), slots=params.n // 2), keys)
     assert wide.slots == params.n // 2
     with pytest.raises(ParameterError, match="slots"):
-        ctx.bootstrap(wide, keys)
+        bootstrap(ctx, wide, keys)

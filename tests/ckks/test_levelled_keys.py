@@ -120,18 +120,19 @@ def test_serialization_round_trip_and_version(ctx, keys):
 
 @pytest.mark.slow
 def test_bootstrap_keys_keep_every_level():
-    """keygen(bootstrap=True, rotation_level=l): the bootstrapper's keys serve every level, the extra ones level l."""
+    """keygen(bootstrap=bp, rotation_level=l): the bootstrap's keys serve every level, the extra ones level l (the
+    keys made from the bootstrap's parameters alone serve the context's bootstrapper)."""
     params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
     bctx = hemx.Context(params, planning="off", sampler=Sampler.insecure_for_tests(5))
-    boot = bctx.bootstrapper()
+    boot = hemx.BootstrapParameters.create(params, slots=bctx.slots)
     extra = next(s for s in range(3, bctx.slots) if hemx.kernels.automorphism.galois_element(params.n, s)
                  not in set(boot.galois_elements))
-    keys = bctx.keygen(bootstrap=True, rotations=[extra], rotation_level=2)
+    keys = bctx.keygen(bootstrap=boot, rotations=[extra], rotation_level=2)
     g_extra = hemx.kernels.automorphism.galois_element(params.n, extra)
     assert keys.galois[g_extra].level == 2
     assert all(keys.galois[g].level is None for g in boot.galois_elements)
     x = np.random.default_rng(3).uniform(-1, 1, bctx.slots)
-    fresh = bctx.bootstrap(bctx.drop_level(bctx.encrypt(x, keys), 0), keys)
+    fresh = hemx.circuits.bootstrap.bootstrap(bctx, bctx.drop_level(bctx.encrypt(x, keys), 0), keys)
     np.testing.assert_allclose(bctx.decrypt(fresh, keys), x, atol=1e-4)
     low = bctx.drop_level(fresh, 2)
     np.testing.assert_allclose(bctx.decrypt(bctx.rotate(low, extra, keys), keys), np.roll(x, -extra), atol=1e-4)

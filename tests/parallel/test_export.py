@@ -25,6 +25,7 @@ import pytest
 import hemx
 from hemx.ckks import InsecureParametersWarning, Sampler
 from hemx.circuits import LinearTransform, evaluate_polynomial
+from hemx.circuits.bootstrap import bootstrap, bootstrapper_for
 from hemx.kernels import bat, bconv
 from hemx.kernels import native
 from hemx.kernels import ntt as ntt_kernels
@@ -212,7 +213,8 @@ def bootstrap_case():
         params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
     ctx = hemx.Context(params, slots=8, planning="off", sampler=Sampler.insecure_for_tests(3))
     assert (ctx.plan.method, ctx.reduction) == variants.static_default("cpu")
-    ev = ctx.keygen(bootstrap=True).evaluation_keys()
+    bt = bootstrapper_for(ctx)
+    ev = ctx.keygen(bootstrap=bt).evaluation_keys()
     ct = ctx.drop_level(ctx.encrypt(np.linspace(-1, 1, 8), ev.public), 0)
     rep = dataclasses.replace
 
@@ -220,10 +222,10 @@ def bootstrap_case():
         keys = rep(ev, relin=rep(ev.relin, data=relin),
                    galois={g: rep(k, data=galois[g]) for g, k in ev.galois.items()},
                    switching={n: rep(k, data=switching[n]) for n, k in ev.switching.items()})
-        return ctx.bootstrap(c, keys)
+        return bootstrap(ctx, c, keys)
 
     args = (ev.relin.data, {g: k.data for g, k in ev.galois.items()}, {n: k.data for n, k in ev.switching.items()})
-    return boot, ct, args, params.limbs_at_level(ctx.bootstrapper().plan.output_level)
+    return boot, ct, args, params.limbs_at_level(bt.plan.output_level)
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)

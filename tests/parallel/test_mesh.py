@@ -129,13 +129,15 @@ def test_stored_program_on_a_mesh(summary):
 
 
 def test_mesh_validation():
-    """Wrong axis names or a non-mesh raise ParameterError (in this 1-device process)."""
+    """Wrong axis names, a non-mesh or a bad keyswitch_path raise ParameterError; a mesh gives a Context holding a
+    MeshPlacement (in this 1-device process)."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
 
     import hemx
     from hemx import parallel
+    from hemx.ckks import placement
     from tests.helpers.ckks_helpers import small_params
 
     params = small_params(6, 1)
@@ -150,6 +152,18 @@ def test_mesh_validation():
         hemx.Context(params, mesh=mesh, ntt="native")
     with pytest.raises(ParameterError):
         parallel.make_mesh(2, 1)  # one device here
+    with pytest.raises(ParameterError):
+        hemx.Context(params, mesh=mesh, keyswitch_path="everywhere")
+    with pytest.raises(ParameterError):
+        hemx.Context(params, keyswitch_path="partitioner")  # a choice for a mesh's key switches, without a mesh
     ctx = hemx.Context(params, mesh=mesh, planning="off")
-    assert ctx.mesh is mesh and type(ctx).__name__ == "ShardedContext" and ctx.plan.method == "mat3"
-    assert hemx.Context(params, planning="off").mesh is None
+    # one Context class: the mesh is a placement strategy it holds, not a subclass
+    assert type(ctx) is hemx.Context and isinstance(ctx.placement, placement.MeshPlacement)
+    assert ctx.mesh is mesh and ctx.plan.method == "mat3" and "mesh={'batch': 1, 'limbs': 1}" in repr(ctx)
+    assert isinstance(ctx.tables, placement.ShardedTableCache) and ctx.tables.keyswitch_path == "auto"
+    with pytest.raises(ParameterError):
+        ctx.tables.keyswitch_path = "everywhere"
+    single = hemx.Context(params, planning="off")
+    assert single.mesh is None and single.placement is placement.SINGLE_DEVICE and "mesh" not in repr(single)
+    assert hemx.Context(params, mesh=mesh, planning="off", keyswitch_path="partitioner").tables.keyswitch_path \
+        == "partitioner"

@@ -39,88 +39,46 @@ CKKS noise of EvalMod amplified by ``q0 / D``. Parameter sets for bootstrapping 
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
 
 from hemx.circuits.bootstrap import dft
-from hemx.circuits.bootstrap.mod1 import EvalMod, bound_for
+from hemx.circuits.bootstrap.parameters import (SUPPORTED_BOUND_AT_DEFAULT_RATIO, BootstrapParameters, BootstrapPlan,
+                                                default_message_ratio)
 from hemx.circuits.evaluator import CKKSEvaluator, SlotSimulator
 from hemx.circuits.lintrans import DEFAULT_HOISTING, HOISTING, LinearTransform
-from hemx.ckks import Ciphertext, Context, EvaluationKeys
-import warnings
-
+from hemx.ckks import Ciphertext, Context, EvaluationKeys, KeySet
 from hemx.errors import BoundError, BoundWarning, LevelError, ParameterError
 from hemx.kernels import automorphism, bconv as bconv_kernels
 from hemx.ring import RNSRing
 
-DEFAULT_CTS_LEVELS = 3
-DEFAULT_STC_LEVELS = 3
-EPHEMERAL_WEIGHT = 32  # non-zeros of the sparse secret ModRaise runs under (Lattigo and OpenFHE use 32)
-MESSAGE_RATIO_BITS_AT_2_16 = 7  # log2(q0 / D) EvalMod sees at N = 2^16 (Lattigo's default LogMessageRatio is 8)
-
-
-def default_message_ratio(log_n: int) -> int:
-    """The default ``log2(q0 / D)`` EvalMod works at: 7 at N = 2^16, one bit more per halving of N.
-
-    The bootstrap's error has two parts that move in opposite directions with the ratio ``R = q0 / D``:
-    - CKKS noise at EvalMod's input, amplified by ``(K + 1) R`` and by ``sqrt(N)`` when SlotsToCoeffs turns
-      coefficient errors into slot errors: it grows with ``R`` and with ``N``;
-    - the sine's cubic term, ``(2 pi)^2 / 6 * c^3 / R^2`` on a coefficient ``c`` of the message: it shrinks with
-      ``R``. For uniform slot values the coefficients are ``~ 1 / sqrt(3N)``, smaller at larger ``N``.
-    Balancing the two gives a smaller ratio at larger rings (Lattigo shifts its default the same way). Measured
-    at boot_16 (uniform values, mean / worst bits): ratio 8 gives 24.0 / 20.9, ratio 7 gives 25.0 / 21.9; a
-    constant vector of ones loses to the cubic term, 12.8 bits at ratio 7 (docs/bootstrap.md).
-    """
-    return MESSAGE_RATIO_BITS_AT_2_16 + max(0, 16 - int(log_n))
-# max |x| a bootstrap supports at the default message ratio, doubling per bit of ratio above it. Measured at boot_12
-# (uniform values in [-B, B], full slots, worst slot, absolute bits): ratio 11 (default) B = 1, 2, 4: 24.0, 24.3,
-# 24.2; B = 8: 22.9; 16: 20.0; 32: 16.7; 40: 15.8 (3000: garbage). Ratio 13: 22.1 for B <= 16, 20.7 at 32, 19.7 at
-# 40. Up to 8 (32 at ratio 13) the sine's cubic term costs at most ~1.4 bits; beyond, 2-3 bits per doubling.
-SUPPORTED_BOUND_AT_DEFAULT_RATIO = 8.0
 META_BTS_BITS = 16  # error amplification of the second iteration (first-pass errors are ~2^-20)
-
-
-@dataclasses.dataclass(frozen=True)
-class BootstrapPlan:
-    """Levels of the bootstrapping circuit (top first) and what is left for the user."""
-
-    top_level: int
-    cts_levels: int
-    evalmod_depth: int
-    stc_levels: int
-
-    @property
-    def depth(self) -> int:
-        """Levels the bootstrap consumes after ModRaise (the product by 2^P included)."""
-        return self.cts_levels + 1 + self.evalmod_depth + self.stc_levels
-
-    @property
-    def output_level(self) -> int:
-        return self.top_level - self.depth
 
 
 class Bootstrapper:
     """Bootstrapping for one context, prepared once (transforms encoded, EvalMod fitted).
 
+    Most code wants :func:`~hemx.circuits.bootstrap.bootstrapper_for` (the context's bootstrapper, built once) or
+    :func:`~hemx.circuits.bootstrap.bootstrap`; build one directly for other choices.
+
     Args:
         ctx: the :class:`~hemx.Context`, full or sparse slots (``Context(params, slots=s)``): the transforms run
             on ``ctx.slots`` slots, after a trace onto the subring for sparse ones (module docstring).
-        k: bound on the ModRaise overflow ``|I|``; default from the secret's Hamming weight (:func:`bound_for`):
-            the main secret's if it has at most :data:`EPHEMERAL_WEIGHT` non-zeros, else the ephemeral sparse
-            secret's (sparse-secret encapsulation: ``keygen(bootstrap=True)`` makes the keys s -> s' and s' -> s,
-            and ModRaise runs under s').
-        double_angle: double-angle steps of EvalMod; default: the choice of least depth, then least degree.
-        cts_levels, stc_levels: levels (FFT factors) of CoeffsToSlots and SlotsToCoeffs.
-        message_ratio: ``r``, the ratio ``R = q0 / D`` at which EvalMod sees the message, in bits (default
-            :func:`default_message_ratio`: 7 at N = 2^16). The input is multiplied by the integer
+        parameters: the :class:`~hemx.circuits.bootstrap.BootstrapParameters` of the bootstrap, for
+            ``ctx.params`` and ``ctx.slots`` (None: ``BootstrapParameters.create(ctx.params, slots=ctx.slots)``
+            with the keyword arguments below).
+        k, double_angle, cts_levels, stc_levels, message_ratio: a convenience instead of ``parameters``: those
+            given (not None) are passed to :meth:`BootstrapParameters.create
+            <hemx.circuits.bootstrap.BootstrapParameters.create>`, which documents them and their defaults. ``message_ratio``: ``r``, the ratio ``R = q0 / D`` at which EvalMod sees the message,
+            in bits (default 7 at N = 2^16, one more per halving of N). The input is multiplied by the integer
             ``2^(floor(log2(q0 / D)) - r)`` at level 0 (exact, no level used) and SlotsToCoeffs divides it out, so
-            ``R`` lies in ``[2^r, 2^(r + 1))`` (``q0 / D`` is not a power of two). A smaller ratio amplifies CKKS noise less (more bits for spread-out values such as uniform
-            random slots); a larger one shrinks the sine's cubic error ``(2 pi)^2 / 6 * c^3 / R^2`` on large
-            message coefficients ``c`` (a constant vector of ones has ``c = 1``: about ``2^-13`` relative at
-            ``R = 2^8``, ``2^-25`` at ``2^14``). At most the parameters' own ``log2(q0 / D)``.
+            ``R`` lies in ``[2^r, 2^(r + 1))``. A smaller ratio amplifies CKKS noise less (more bits for
+            spread-out values such as uniform random slots); a larger one shrinks the sine's cubic error
+            ``(2 pi)^2 / 6 * c^3 / R^2`` on large message coefficients ``c`` (a constant vector of ones has
+            ``c = 1``: about ``2^-13`` relative at ``R = 2^8``, ``2^-25`` at ``2^14``).
         hoisting: how CoeffsToSlots and SlotsToCoeffs evaluate their linear transforms (``"double"``: baby
             rotations, plaintext products and giant sums over the extended basis, one ModDown per giant rotation;
             ``"single"``: one ModUp for the baby rotations, a ModDown per rotation; ``"auto"``, the default:
@@ -128,70 +86,63 @@ class Bootstrapper:
             attribute: it may be changed after construction (A/B comparisons).
 
     Attributes:
+        parameters: the :class:`~hemx.circuits.bootstrap.BootstrapParameters`; ``slots``, ``k``, ``evalmod``,
+            ``plan``, ``message_ratio``, ``premultiply``, ``encapsulation_weight``, ``trace_steps`` and the scales
+            (``evalmod_scale``, ``power``, ``raised_scale``) are its values.
         rotations: rotation steps over N/2 slots that :meth:`bootstrap` needs (plus the conjugation key): the
-            transforms' (below ``ctx.slots``) and, for sparse slots, the trace's ``trace_steps``;
-            ``galois_elements`` the same as Galois elements, for ``ctx.keygen(galois_elements=...)``, which is
-            what ``ctx.keygen(bootstrap=True)`` uses.
+            built transforms' (below ``ctx.slots``) and, for sparse slots, the trace's ``trace_steps`` (equal to
+            ``parameters.rotations``); ``galois_elements`` the same as Galois elements, and conjugation's, which
+            ``ctx.keygen(bootstrap=bootstrapper)`` makes keys for.
         plan: the level budget (:class:`BootstrapPlan`); ``plan.output_level`` is the level of the result.
     """
 
-    def __init__(self, ctx: Context, *, k: int | None = None, double_angle: int | None = None,
-                 cts_levels: int = DEFAULT_CTS_LEVELS, stc_levels: int = DEFAULT_STC_LEVELS,
+    def __init__(self, ctx: Context, parameters: BootstrapParameters | None = None, *, k: int | None = None,
+                 double_angle: int | None = None, cts_levels: int | None = None, stc_levels: int | None = None,
                  message_ratio: int | None = None, hoisting: str = DEFAULT_HOISTING):
         if not isinstance(ctx, Context):
             raise ParameterError(f"expected a hemx.Context, got {type(ctx).__name__}")
         p = ctx.params
-        for name, v in (("cts_levels", cts_levels), ("stc_levels", stc_levels)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ParameterError(f"{name} must be a positive integer, got {v!r}")
         if hoisting not in HOISTING:
             raise ParameterError(f"hoisting must be one of {HOISTING}, got {hoisting!r}")
+        options = {name: v for name, v in (("k", k), ("double_angle", double_angle), ("cts_levels", cts_levels),
+                                           ("stc_levels", stc_levels), ("message_ratio", message_ratio))
+                   if v is not None}
+        if parameters is None:
+            parameters = BootstrapParameters.create(p, slots=ctx.slots, **options)
+        elif options:
+            raise ParameterError(f"pass either parameters or {', '.join(sorted(options))}, not both: the "
+                                 "BootstrapParameters already fix them (BootstrapParameters.create(..., k=...))")
+        elif not isinstance(parameters, BootstrapParameters):
+            raise ParameterError("parameters must be a hemx.BootstrapParameters "
+                                 f"(BootstrapParameters.create(ctx.params, slots=ctx.slots)), got {parameters!r:.80}")
+        elif parameters.params != p or parameters.slots != max(2, int(ctx.slots)):
+            raise ParameterError(
+                f"these BootstrapParameters are for other parameters or another slot count ({parameters.slots} "
+                f"slots; the context has {ctx.slots}): make them with BootstrapParameters.create(ctx.params, "
+                "slots=ctx.slots)")
+        bp = self.parameters = parameters
         self.ctx = ctx
         self.hoisting = hoisting
         # Sparse slots (s < N/2): the trace onto Z[X^(N/2s)] after ModRaise (rotations by s 2^j over N/2 slots)
         # leaves a polynomial whose slots repeat with period s, so every transform runs on s slots.
         # (at least 2: the special FFT's smallest size; one slot is a 2-slot vector whose values repeat)
-        self.slots = max(2, int(ctx.slots))
+        self.slots = bp.slots
         #: rotation steps (over N/2 slots) of the trace that makes a sparse ModRaise result sparse again
-        self.trace_steps = tuple(self.slots << j for j in range(int(math.log2(p.n // 2 // self.slots))))
+        self.trace_steps = bp.trace_steps
         slot_ev = CKKSEvaluator(ctx, None, slots=self.slots)
         base_count = p.level_sizes[0]
         self.base_moduli = tuple(p.moduli[:base_count])
-        self.q0 = float(math.prod(self.base_moduli))
+        self.q0 = bp.q0
         # a dense (or not very sparse) main secret is switched to an ephemeral sparse one around ModRaise
-        sparse_main = p.hamming_weight is not None and p.hamming_weight <= EPHEMERAL_WEIGHT
-        self.encapsulation_weight = None if sparse_main else EPHEMERAL_WEIGHT
-        weight = p.hamming_weight if sparse_main else EPHEMERAL_WEIGHT
-        self.k = bound_for(weight, p.n) if k is None else int(k)
-        self.evalmod = self._choose_evalmod(self.k, double_angle)
-        self.plan = BootstrapPlan(p.max_level, int(cts_levels), self.evalmod.depth, int(stc_levels))
-        if self.plan.output_level < 0:
-            raise LevelError(
-                f"bootstrapping needs {self.plan.depth} levels (CoeffsToSlots {cts_levels}, scaling 1, EvalMod "
-                f"{self.evalmod.depth}, SlotsToCoeffs {stc_levels}); the parameters have {p.max_level}: use a "
-                "boot_* preset or more levels")
+        self.encapsulation_weight = bp.encapsulation_weight
+        self.k, self.evalmod, self.plan = bp.k, bp.evalmod, bp.plan
         self.design_scale = float(p.scale)  # the scale D the SlotsToCoeffs constant assumes
-        natural = int(math.floor(math.log2(self.q0 / self.design_scale)))
-        if message_ratio is None:
-            message_ratio = min(default_message_ratio(p.log_n), natural)
-        elif isinstance(message_ratio, bool) or not isinstance(message_ratio, (int, np.integer)) \
-                or not 1 <= message_ratio <= natural:
-            raise ParameterError(f"message_ratio must be an integer in [1, {natural}] (log2(q0 / scale) of these "
-                                 f"parameters), got {message_ratio!r}")
-        self.message_ratio = int(message_ratio)
+        self.message_ratio = bp.message_ratio
         #: the input is multiplied by 2^premultiply at level 0 (an exact integer product)
-        self.premultiply = natural - self.message_ratio
+        self.premultiply = bp.premultiply
         top = p.max_level
-        norm_level = top - self.plan.cts_levels  # level of the product by 2^P
-        divisor = ctx.rescale_divisor(norm_level)
-        # EvalMod's input and target scale: the divisor of the level it starts at, so the Chebyshev powers keep
-        # their scales near the level divisors (an input at the context's scale drifts by (scale / q)^(2^j))
-        self.evalmod_scale = float(ctx.rescale_divisor(norm_level - 1))
-        self.power = int(round(math.log2(self.evalmod_scale * divisor / (self.q0 * (self.k + 1)))))
-        if self.power < 1:
-            raise ParameterError("the base q0 is too large for this scale: bootstrapping needs "
-                                 "q0 (K + 1) < scale * q_l")
-        self.raised_scale = self.evalmod_scale * divisor / 2.0 ** self.power  # S, exactly
+        # EvalMod's input and target scale, the exponent P of the product before it, ModRaise's output scale S
+        self.evalmod_scale, self.power, self.raised_scale = bp.evalmod_scale, bp.power, bp.raised_scale
         # CoeffsToSlots: F^-1 in cts_levels factors, c / 2 folded into the first one applied
         fold = self.raised_scale / (self.q0 * (self.k + 1)) / 2.0 / (p.n // (2 * self.slots))  # 1/g: the trace
         cts = dft.grouped_factors(self.slots, self.plan.cts_levels, inverse=True)
@@ -203,6 +154,7 @@ class Bootstrapper:
         stc_top = self.plan.output_level + self.plan.stc_levels
         # EvalMod's output scale is fixed by the parameters (its input is at exactly evalmod_scale): the slot
         # simulator's exact bookkeeping gives it, and the last factor's plaintexts land the result on D
+        norm_level = top - self.plan.cts_levels  # level of the product by 2^P
         sim = SlotSimulator(p)
         y = self.eval_mod(sim, sim.encrypt(np.zeros(1), level=norm_level - 1, scale=self.evalmod_scale))
         last = self.plan.output_level + 1
@@ -211,7 +163,7 @@ class Bootstrapper:
                                     plain_scale=last_scale if stc_top - i == last else None)
                     for i, f in enumerate(stc)]
         self.rotations = tuple(sorted({r for lt in self.cts + self.stc for r in lt.rotations} | set(self.trace_steps)))
-        #: the Galois elements of those rotations over N/2 slots, and conjugation: ``keygen(galois_elements=...)``
+        #: the Galois elements of those rotations over N/2 slots, and conjugation: ``keygen(bootstrap=self)``
         self.galois_elements = tuple(sorted({automorphism.galois_element(p.n, r) for r in self.rotations}
                                             | {automorphism.conjugation_element(p.n)}))
         # ModRaise: INTT over the base, centered conversion to the other primes, NTT over Q
@@ -227,21 +179,10 @@ class Bootstrapper:
         self._i_monomial = ctx.encode(np.full(self.slots, 1j), level=top, scale=1.0,
                                       slots=self.slots)  # X^(N/2): slots times i
 
-    @staticmethod
-    def _choose_evalmod(k: int, double_angle: int | None) -> EvalMod:
-        if double_angle is not None:
-            return EvalMod.create(k, double_angle=double_angle)
-        best = None
-        for r in range(1, 6):
-            try:
-                cand = EvalMod.create(k, double_angle=r)
-            except ParameterError:
-                continue
-            if best is None or (cand.depth, cand.degree) < (best.depth, best.degree):
-                best = cand
-        if best is None:
-            raise ParameterError(f"no EvalMod approximation found for K = {k}")
-        return best
+    @property
+    def params(self):
+        """The context's CKKS parameters (what ``ctx.keygen(bootstrap=self)`` checks its own against)."""
+        return self.ctx.params
 
     def __repr__(self) -> str:
         return (f"Bootstrapper(slots={self.slots}, K={self.k}, EvalMod degree {self.evalmod.degree} + "
@@ -293,11 +234,8 @@ class Bootstrapper:
 
     @property
     def supported_bound(self) -> float:
-        """The largest ``max |x|`` this bootstrapper supports (its message ratio; ``SUPPORTED_BOUND_AT_DEFAULT_RATIO``
-        at the ring's default ratio, doubling per bit above it): beyond it the sine's cubic term costs precision
-        quickly (measured at boot_12: 8 -> 22.9 bits, 40 -> 15.8, 3000 -> garbage)."""
-        default = default_message_ratio(self.ctx.params.log_n)
-        return SUPPORTED_BOUND_AT_DEFAULT_RATIO * 2.0 ** (self.message_ratio - default)
+        """The largest ``max |x|`` this bootstrapper supports (:attr:`BootstrapParameters.supported_bound`)."""
+        return self.parameters.supported_bound
 
     def check_bound(self, ct: Ciphertext, on_bound: str = "raise") -> None:
         """:class:`BoundError` (or :class:`BoundWarning` with ``on_bound="warn"``) when ``ct.bound`` exceeds
@@ -306,7 +244,7 @@ class Bootstrapper:
             raise ParameterError(f"on_bound must be 'raise' or 'warn', got {on_bound!r}")
         if ct.bound is None or ct.bound <= self.supported_bound:
             return
-        natural = int(math.floor(math.log2(self.q0 / self.design_scale)))
+        natural = self.parameters.natural_ratio
         best = SUPPORTED_BOUND_AT_DEFAULT_RATIO * 2.0 ** (natural - default_message_ratio(self.ctx.params.log_n))
         fix = (f"Pass message_ratio={natural} (supports {best:g}, about 2 bits less precision on small values), or "
                if ct.bound <= best and self.message_ratio < natural else "")
@@ -333,6 +271,8 @@ class Bootstrapper:
         """
         ctx = self.ctx
         ctx.drop_level(ct, ct.level)  # context and type checks
+        if isinstance(keys, KeySet):
+            keys = keys.evaluation_keys()  # the secret is never needed (nor traced under jax.jit)
         if not isinstance(keys, EvaluationKeys):
             raise ParameterError("bootstrap needs the evaluation keys (KeySet from keygen)")
         if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or not 1 <= iterations <= 3:
@@ -346,18 +286,21 @@ class Bootstrapper:
             raise LevelError("iterated bootstrapping needs an output level >= 1 (to align the error at level 0)")
         self.check_bound(ct, on_bound)
         ev = CKKSEvaluator(ctx, keys, slots=self.slots)
-        # inside the circuit the values are not the message's (ModRaise adds q0 I): no bound until the output
-        low = ctx.drop_level(ct, 0).replace(slots=self.slots, bound=None)
-        out = self._once(ev, low)
-        factor = float(2 ** int(refine_bits))
-        for _ in range(iterations - 1):
-            err = ctx.sub(out, low)  # level 0, at low's scale exactly (the higher operand is aligned down)
-            # an integer product: values times 2^bits, same scale
-            err = ctx.mul(err, factor, plain_scale=1.0, rescale=False)
-            fix = self._once(ev, err)
-            # out * 2^bits - e' * 2^bits / 2^bits, read at a 2^bits larger scale: out - e' / 2^bits exactly
-            refined = ctx.sub(ctx.mul(out, factor, plain_scale=1.0, rescale=False), fix.replace(scale=out.scale))
-            out = refined.replace(scale=refined.scale * factor)
+        # the context's placement chooses the kernels for the whole circuit, ModRaise's basis conversion included
+        # (on a mesh: the JAX kernels, which shard; on one device: the native ones where available)
+        with ctx.placement.kernels():
+            # inside the circuit the values are not the message's (ModRaise adds q0 I): no bound until the output
+            low = ctx.drop_level(ct, 0).replace(slots=self.slots, bound=None)
+            out = self._once(ev, low)
+            factor = float(2 ** int(refine_bits))
+            for _ in range(iterations - 1):
+                err = ctx.sub(out, low)  # level 0, at low's scale exactly (the higher operand is aligned down)
+                # an integer product: values times 2^bits, same scale
+                err = ctx.mul(err, factor, plain_scale=1.0, rescale=False)
+                fix = self._once(ev, err)
+                # out * 2^bits - e' * 2^bits / 2^bits, read at a 2^bits larger scale: out - e' / 2^bits exactly
+                refined = ctx.sub(ctx.mul(out, factor, plain_scale=1.0, rescale=False), fix.replace(scale=out.scale))
+                out = refined.replace(scale=refined.scale * factor)
         return out.replace(slots=ct.slots, bound=ct.bound)  # the same values: the input's bound
 
     def _once(self, ev, ct: Ciphertext) -> Ciphertext:
@@ -385,4 +328,4 @@ class Bootstrapper:
         return out.replace(scale=out.scale * in_scale / self.design_scale, is_complex=ct.is_complex)
 
 
-__all__ = ["Bootstrapper", "BootstrapPlan"]
+__all__ = ["Bootstrapper"]

@@ -52,6 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from hemx.errors import BackendError, ParameterError, ShapeError
+from hemx.kernels.ntt_layout import limb_layout, select_limbs
 
 LIB_NAME = "_hemx_native.so"
 ENV = "HEMX_NATIVE"
@@ -140,7 +141,7 @@ _DISABLED = contextvars.ContextVar("hemx_native_disabled", default=False)
 @contextlib.contextmanager
 def disabled():
     """Within this block (this thread / task), :func:`available` is False: kernels traced here take their JAX
-    paths. A sharded context (:mod:`hemx.ckks.sharding`) traces its operations so, since the custom calls have
+    paths. A context on a mesh (:mod:`hemx.ckks.placement`) traces its operations so, since the custom calls have
     no partitioning rule."""
     token = _DISABLED.set(True)
     try:
@@ -383,9 +384,7 @@ def _nonempty(what: str, *arrays) -> None:
 
 
 def _to_limb_major(x, plan, limb_axis: int):
-    from hemx.kernels import ntt as ntt_kernels  # noqa: PLC0415 - the plan's own validation
-
-    ntt_kernels._layout(x, plan, limb_axis)  # raises ShapeError on bad data
+    limb_layout(x, plan, limb_axis)  # the plan's own validation: raises ShapeError on bad data
     _nonempty("NTT data", x)
     ax = limb_axis % x.ndim
     return (x if ax == x.ndim - 2 else jnp.moveaxis(x, ax, -2)), ax
@@ -548,8 +547,6 @@ def modup(x_ntt, plan, conv_plans, *, digits, num_p: int):
     from its limbs to ``[P, Q_<lo, Q_>=hi]``; ``digits``: static ``((lo, hi), ...)`` covering ``[0, num_q)``.
     """
     _lib()
-    from hemx.kernels import ntt as ntt_kernels  # noqa: PLC0415
-
     num_q = x_ntt.shape[-2]
     m = num_p + num_q
     digits = tuple((int(lo), int(hi)) for lo, hi in digits)
@@ -566,7 +563,7 @@ def modup(x_ntt, plan, conv_plans, *, digits, num_p: int):
     centered = {bool(cp.centered) for cp in conv_plans}
     if len(centered) != 1:
         raise ParameterError("the digits' conversions must all be centered or all plain")
-    q, rows, w, ws, wi, wis, scal = _ntt_tables(ntt_kernels.select_limbs(plan, slice(0, m)))
+    q, rows, w, ws, wi, wis, scal = _ntt_tables(select_limbs(plan, slice(0, m)))
     qhinv = jnp.concatenate([_flat(cp.qhat_inv.value) for cp in conv_plans])
     c = jnp.concatenate([_flat(cp.qhat_mod_p.value) for cp in conv_plans])
     corr = jnp.concatenate([_flat(cp.corr.value) for cp in conv_plans])

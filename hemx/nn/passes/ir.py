@@ -1,0 +1,80 @@
+"""The value every pass of :mod:`hemx.nn.passes` takes and returns: a :class:`Compilation`, filled in pass by
+pass (a pass returns a new one and leaves its input as it was, so each pass's output can be inspected)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+from hemx.ckks.params import CKKSParameters
+from hemx.errors import LevelError
+from hemx.nn import packing
+from hemx.nn.graph import Graph, Node
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the network is compiled for: ``params`` (None: a parameterless simulator), ``slots`` per ciphertext,
+    ``max_level``, the context's ``scale``, ``ctx`` (a Context, when the target was one: its bootstrap keys are
+    counted)."""
+
+    params: CKKSParameters | None
+    slots: int
+    max_level: int
+    scale: float
+    ctx: Any = None
+
+    def divisor(self, level: int) -> float:
+        """The rescale divisor at ``level`` (the product of the primes a rescale drops there; 1.0 without
+        parameters)."""
+        params = self.params
+        if params is None:
+            return 1.0
+        if not 0 < level <= params.max_level:
+            raise LevelError(f"no rescale at level {level}")
+        return float(math.prod(params.moduli[params.limbs_at_level(level - 1): params.limbs_at_level(level)]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Compilation:
+    """The compiler's IR.
+
+    Set before the passes: ``graph`` (as given), ``target``, the options (``calibration`` ``(B, *input_shape)`` or
+    None, ``margin``, ``boot_level`` (None: no bootstrapping), ``boot_bound``, ``input_level``, ``composite`` (the
+    ReLU sign composite, None without ReLU), ``grid``, ``bsgs_ratio``).
+
+    Filled by the passes: ``nodes`` (fold: the graph's nodes with batch norms folded), ``bounds`` (calibrate:
+    ``{node: max |x| x margin}``), ``steps`` (pack: in execution order, without levels; levels: depths and needs;
+    bootstraps: levels and the bootstrap steps; scales: scale targets and products), ``input_layout``, ``layouts``
+    and ``value_bound`` (``{value: bound or None}``) and ``output_value`` (pack), ``poly_cap`` (levels), ``plan``
+    (plan).
+    """
+
+    graph: Graph
+    target: Target
+    calibration: Any = None
+    margin: float = 1.0
+    boot_level: int | None = None
+    boot_bound: float = 8.0
+    input_level: int = 0
+    composite: Any = None
+    grid: tuple[int, int] | None = None
+    bsgs_ratio: float = packing.DEFAULT_BSGS_RATIO
+    nodes: tuple[Node, ...] = ()
+    bounds: dict = dataclasses.field(default_factory=dict)
+    steps: tuple = ()
+    input_layout: packing.Layout | None = None
+    layouts: dict = dataclasses.field(default_factory=dict)
+    value_bound: dict = dataclasses.field(default_factory=dict)
+    output_value: str | None = None
+    poly_cap: int | None = None
+    plan: Any = None
+
+    def replace(self, **changes) -> "Compilation":
+        return dataclasses.replace(self, **changes)
+
+
+Pass = Callable[[Compilation], Compilation]
+
+__all__ = ["Compilation", "Target", "Pass"]

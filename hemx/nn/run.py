@@ -1,0 +1,248 @@
+"""The runtime of :mod:`hemx.nn`: a :class:`CompiledNetwork` (a :class:`~hemx.nn.passes.plan.Plan` and the layouts
+of its input and output) evaluated step by step on ciphertexts or on a :class:`~hemx.circuits.SlotSimulator`.
+
+Each step runs its op (:meth:`hemx.nn.steps.Op.apply`); a value is a list of ciphertexts (one per ciphertext of
+its layout) with the input's batch axes, freed once no later step reads it. Bootstraps (:func:`bootstrap_values`)
+run one ciphertext at a time on a Context.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from hemx.circuits import CKKSEvaluator, SimCiphertext, SlotSimulator, as_evaluator
+from hemx.circuits.bootstrap import BootstrapParameters, bootstrapper_for
+from hemx.ckks import Context
+from hemx.ckks.params import CKKSParameters
+from hemx.errors import LevelError, OverflowBoundError, ParameterError, ShapeError
+from hemx.nn import packing
+
+
+class CompiledNetwork:
+    """A graph compiled for one parameter set / slot count: :attr:`plan`, :attr:`rotations`, :meth:`run`.
+
+    ``graph``: the :class:`~hemx.nn.graph.Graph` it was compiled from (not imported here: the layers' lowerings
+    import this runtime's step helpers, and the graph imports the layers)."""
+
+    def __init__(self, graph, plan, input_layout: packing.Layout, output_layout: packing.Layout,
+                 output_value: str, scale: float, bounds: dict, params: CKKSParameters | None = None,
+                 passes: tuple = ()):
+        self.graph, self.plan = graph, plan
+        self.passes = passes  # ((pass name, its output: a hemx.nn.passes.Compilation), ...) in pipeline order
+        self.params = params
+        self.input_layout, self.output_layout = input_layout, output_layout
+        self._output_value = output_value
+        self.scale = scale
+        self.bounds = bounds
+
+    @property
+    def rotations(self) -> tuple[int, ...]:
+        """Rotation steps for ``ctx.keygen(rotations=...)``; when ``plan.bootstraps``, also pass the bootstrap
+        (``bootstrap=hemx.circuits.bootstrap.bootstrapper_for(ctx)`` or its parameters), as :meth:`keygen` does."""
+        return self.plan.rotations
+
+    @property
+    def needs_bootstrap(self) -> bool:
+        return self.plan.bootstraps > 0
+
+    def keygen(self, ctx: Context):
+        """``ctx.keygen`` with every key :meth:`run` needs; each rotation key serves only the levels the plan uses
+        it at (:attr:`Plan.rotation_levels`), the bootstrap's keys every level."""
+        boot = BootstrapParameters.create(ctx.params, slots=ctx.slots) if self.needs_bootstrap else None
+        return ctx.keygen(rotations=list(self.rotations), bootstrap=boot,
+                          rotation_level=dict(self.plan.rotation_levels))
+
+    def encrypt_input(self, backend, keys, x):
+        """Pack ``x`` (``input_shape`` or ``(B, *input_shape)``) and encrypt it at the plan's input level.
+
+        ``backend``: a Context (``keys``: its KeySet or public key) or a SlotSimulator (``keys`` ignored). Returns
+        one value with a leading axis of ``num_cts`` ciphertexts (then the batch axis, if any).
+        """
+        values = self.input_layout.pack(x)
+        if isinstance(backend, SlotSimulator):
+            return backend.encrypt(values, level=self.plan.input_level, scale=self.scale)
+        if isinstance(backend, CKKSEvaluator):
+            backend, keys = backend.ctx, keys if keys is not None else backend.keys
+        if not isinstance(backend, Context):
+            raise ParameterError(f"encrypt_input needs a hemx.Context or a SlotSimulator, got {type(backend).__name__}")
+        pt = backend.encode(values, level=self.plan.input_level, scale=self.scale)
+        return backend.encrypt(pt, keys)
+
+    def decode_output(self, values) -> np.ndarray:
+        """Decrypted slot values ``(num_cts, [B,] slots)`` of :meth:`run`'s result -> the output ``(B, ...)``."""
+        return self.output_layout.unpack(values)
+
+    def decrypt_output(self, backend, keys, out) -> np.ndarray:
+        """Decrypt (Context + secret keys, or a SlotSimulator) and decode :meth:`run`'s result."""
+        if isinstance(backend, SlotSimulator):
+            return self.decode_output(backend.decrypt(out))
+        if isinstance(backend, CKKSEvaluator):
+            backend = backend.ctx
+        return self.decode_output(backend.decrypt(out, keys))
+
+    def program_steps(self) -> tuple:
+        """The steps whose plaintext data :meth:`diagonals` holds: the linear layers and the global average pools."""
+        return tuple(s for s in self.plan.steps if s.op.has_data)
+
+    def diagonals(self, *, abstract: bool = False) -> dict:
+        """The plaintext data of the linear layers, for :meth:`run`'s ``diagonals``: the arguments that keep a traced
+        network (``jax.jit``, ``jax.export``) free of large constants.
+
+        Returns ``{step name: {"diagonals": (plaintext_mults, slots), "bias": (num_out_cts, slots)}}`` for each
+        linear layer (each non-zero diagonal pre-rotated by its giant step, in evaluation order; the bias only when
+        the layer has one) and ``{step name: {"mask": (num_cts, slots)}}`` for each global average pool: float64
+        jax arrays of the slot values, ``plaintext_mults x slots x 8`` bytes per layer (ResNet-20 at ``boot_16``:
+        2.45 GiB), not the encoded plaintexts (about 11 times more at ``boot_16``'s levels). :meth:`run` encodes
+        them one giant step at a time, inside the program when they are traced. With ``abstract=True``:
+        ``jax.ShapeDtypeStruct`` stand-ins, nothing built (``jax.export`` without the data). With parameters,
+        each layer's values are checked to fit the modulus they are encoded at (the checks ``Context.encode``
+        makes, which a traced encoding cannot)."""
+        out = {}
+        for step in self.program_steps():
+            data = step.op.program_data(abstract=abstract)
+            if not abstract and self.params is not None:
+                self._check_fits(step, data)
+            out[step.output] = data
+        return out
+
+    def _check_fits(self, step, data: dict) -> None:
+        """Encoded at the step's level (scale: that level's rescale divisor; a bias the context's scale), every value
+        must stay below half the modulus (a coefficient of the embedding is at most ``max |value| x scale``)."""
+        params = self.params
+        for name, values in data.items():
+            level = step.level_in if name != "bias" else step.level_out
+            peak = float(jnp.max(jnp.abs(values))) if values.size else 0.0
+            if not math.isfinite(peak):
+                raise ParameterError(f"step {step.output!r}: its {name} values are not finite")
+            if level is None or peak == 0.0:
+                continue
+            limbs = params.limbs_at_level(level)
+            log_q = sum(math.log2(q) for q in params.moduli[:limbs])
+            scale = self.scale if name == "bias" else float(math.prod(
+                params.moduli[params.limbs_at_level(level - 1):limbs]))
+            if math.log2(peak) + math.log2(scale) >= log_q - 1:
+                raise OverflowBoundError(f"step {step.output!r}: its {name} values reach {peak:.4g}, which at scale "
+                                         f"2^{math.log2(scale):.1f} do not fit the modulus at level {level}")
+
+    def run(self, backend, keys, encrypted_input, *, progress=None, release_diagonals: bool | None = None,
+            diagonals: dict | None = None):
+        """Evaluate the network on an encrypted (or simulated) input from :meth:`encrypt_input`.
+
+        ``backend``: a Context (with ``keys``: the evaluation keys of :meth:`keygen`) or a hemx.circuits evaluator
+        (a SlotSimulator: ``keys`` None). Returns one value with a leading axis of the output's ciphertexts.
+        ``progress``: optional ``fn(step_index, total, step)``. ``release_diagonals``: drop each linear layer's
+        float64 diagonals once it has run (default: when encrypted, where memory is short and rebuilding them is
+        about 2 % of the time; the simulator keeps them for the next batch).
+
+        ``diagonals``: the layers' data from :meth:`diagonals` (or arrays of the same shapes, e.g. the arguments
+        of a ``jax.jit`` / ``jax.export`` program): each giant step's diagonals are then encoded from it, inside
+        the program when it is traced, and nothing of the layers' size is a constant of the program
+        (``jax.jit(lambda ct, keys, d: net.run(ctx, keys, ct, diagonals=d))``). The same result, bit for bit, as
+        without it.
+        """
+        ev = as_evaluator(backend, keys)
+        if release_diagonals is None:
+            release_diagonals = isinstance(ev, CKKSEvaluator)
+        params = ev.ctx.params if isinstance(ev, CKKSEvaluator) else getattr(ev, "params", None)
+        if self.params is not None and params is not None and params != self.params:
+            raise ParameterError(f"the network was compiled for other parameters ({self.params.describe()}); "
+                                 "compile it for this context")
+        if ev.slots != self.plan.slots:
+            raise ParameterError(f"the network was compiled for {self.plan.slots} slots, the backend has {ev.slots}")
+        if diagonals is not None:
+            self._check_diagonals(diagonals)
+            release_diagonals = False  # nothing built
+        n_in = self.input_layout.num_cts
+        if ev.level(encrypted_input) != self.plan.input_level:
+            raise LevelError(f"the input is at level {ev.level(encrypted_input)}, the plan expects "
+                             f"{self.plan.input_level} (use encrypt_input)")
+        if _leading(encrypted_input) != n_in:
+            raise ShapeError(f"the input must have a leading axis of {n_in} ciphertexts (from encrypt_input)")
+        # the plan's range analysis is the calibration (checked against every level's modulus by compile): the
+        # worst-case bounds ciphertexts propagate through wide sums of products (sum |w| |x|) are far above the
+        # calibrated ones and would refuse valid layers, so values run without a propagated bound
+        values: dict[str, list] = {"input": [_unbounded(ev.take(encrypted_input, j)) for j in range(n_in)]}
+        last_use = {v: i for i, step in enumerate(self.plan.steps) for v in step.inputs}
+        for i, step in enumerate(self.plan.steps):
+            data = None if diagonals is None else diagonals.get(step.output)
+            values[step.output] = step.op.apply(ev, step, [values[v] for v in step.inputs], data)
+            if release_diagonals:
+                step.op.release()
+            for v in set(step.inputs):  # free what no later step reads
+                if last_use[v] == i and v != self._output_value:
+                    del values[v]
+            if progress is not None:
+                progress(i + 1, len(self.plan.steps), step)
+        outs = values[self._output_value]
+        return ev.stack(outs)
+
+    def _check_diagonals(self, diagonals) -> None:
+        """``diagonals`` has the structure and shapes of :meth:`diagonals` (arrays, tracers or stand-ins)."""
+        want = self.diagonals(abstract=True)
+        if not isinstance(diagonals, dict) or set(diagonals) != set(want):
+            got = sorted(diagonals) if isinstance(diagonals, dict) else type(diagonals).__name__
+            raise ParameterError(f"diagonals must be the dict of net.diagonals() (steps {sorted(want)}), got {got}")
+        for name, entries in want.items():
+            given = diagonals[name]
+            if not isinstance(given, dict) or set(given) != set(entries):
+                raise ParameterError(f"diagonals[{name!r}] must hold {sorted(entries)} (net.diagonals())")
+            for key, spec in entries.items():
+                shape = tuple(getattr(given[key], "shape", ()))
+                if shape != spec.shape:
+                    raise ShapeError(f"diagonals[{name!r}][{key!r}] has shape {shape}, the layer's is {spec.shape}")
+                if getattr(given[key], "dtype", None) != np.float64:
+                    raise ParameterError(f"diagonals[{name!r}][{key!r}] must be float64 (the slot values), got "
+                                         f"{getattr(given[key], 'dtype', type(given[key]).__name__)}")
+
+
+def _unbounded(x):
+    return x.replace(bound=None) if getattr(x, "bound", None) is not None else x
+
+
+def _leading(x) -> int | None:
+    shape = x.values.shape[:-1] if isinstance(x, SimCiphertext) else getattr(x, "batch_shape", ())
+    return shape[0] if shape else None
+
+
+def stack_values(ev, xs):
+    """A value's ciphertexts as one batch (its first axis)."""
+    return xs[0] if len(xs) == 1 else ev.stack(xs)
+
+
+def unstack_values(ev, x, n: int) -> list:
+    """One batch of ``n`` ciphertexts (its first axis) -> the list of them."""
+    return [x] if n == 1 else [ev.take(x, j) for j in range(n)]
+
+
+
+def bootstrap_values(ev, xs: list, *, level: int, factor: float = 1.0) -> list:
+    """A value's ciphertexts refreshed to ``level`` (the plan's bootstrap level): ``x / factor`` first (one level)
+    when ``factor`` is not 1, then the bootstrap, then the exact integer product by ``factor``. On a
+    SlotSimulator the refresh only resets the level."""
+    if isinstance(ev, CKKSEvaluator) and len(xs) > 1:
+        # one ciphertext at a time: a batch of two doubles the bootstrap's working set (about 2 GiB at boot_16)
+        # and was not faster on the 2-core CPU (ResNet-20's stage 3: 43.8 s for two, 8-21 s for one)
+        return [y for x in xs for y in bootstrap_values(ev, [x], level=level, factor=factor)]
+    x = stack_values(ev, xs)
+    f, target = factor, level
+    if f != 1.0:
+        x = ev.rescale(ev.mul_const(x, 1.0 / f, plain_scale=ev.rescale_divisor(ev.level(x))))
+    if isinstance(ev, SlotSimulator):
+        y = SimCiphertext(x.values, target, x.scale)
+    elif isinstance(ev, CKKSEvaluator):
+        # the input is within boot_bound (<= the bootstrap's supported bound) by the plan's calibrated range
+        # analysis; it runs without a propagated bound like every value of the network (CompiledNetwork.run)
+        y = _unbounded(bootstrapper_for(ev.ctx).bootstrap(_unbounded(x), ev.keys))
+        if ev.level(y) != target:
+            raise LevelError(f"internal: the bootstrap returned level {ev.level(y)}, the plan assumed {target}")
+    else:
+        raise ParameterError(f"bootstrapping needs a CKKSEvaluator or a SlotSimulator, got {type(ev).__name__}")
+    if f != 1.0:
+        y = ev.mul_const(y, f, plain_scale=1.0)
+    return unstack_values(ev, y, len(xs))
+
+
+__all__ = ["CompiledNetwork", "bootstrap_values", "stack_values", "unstack_values"]
