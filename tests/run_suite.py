@@ -16,6 +16,12 @@ skipped with a reason that starts with ``tests.helpers.system.NOT_RUN``; each py
 reasons are printed, and the closing lines say how many tests were not run, for which package, and the command that
 installs it (in CI those tests fail instead).
 
+One compilation cache for the run: the processes share JAX's persistent cache in a fresh temporary directory
+(``$HEMX_SUITE_XLA_CACHE``, read by ``tests/conftest.py``; removed at the end, never the user's cache), so a program
+that several groups compile (the ``boot_12`` bootstrap, the small rings' operations) is compiled once per run; the
+closing lines say how many programs were loaded instead of compiled. ``HEMX_SUITE_XLA_CACHE=0``
+switches it off (every process compiles afresh).
+
 Usage: ``python -m tests.run_suite [pytest args]`` (what ``make test`` runs).
 """
 
@@ -23,23 +29,35 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import NamedTuple
 
+from tests.helpers.suite_cache import CACHE_LINE, SUITE_CACHE_ENV
 from tests.helpers.system import NOT_RUN, SCRIPT
 
 
+CKKS_FIRST_HALF = ("test_eager_dispatch.py", "test_encoder.py", "test_jit.py", "test_keys_as_arguments.py",
+                   "test_encode_fast.py", "test_checks.py")
+CKKS_SECOND_HALF = ("test_chain_scales.py", "test_ckks_encoder.py", "test_ckks_errors.py", "test_ckks_keyswitch.py",
+                    "test_context_parts.py",
+                    "test_ckks_ops.py", "test_ckks_params.py", "test_ckks_sampling.py", "test_ckks_slow.py",
+                    "test_dot_plain.py", "test_keyswitch_dataflows.py", "test_levelled_keys.py",
+                    "test_precision_stats.py", "test_rescale_rounding.py", "test_scales.py", "test_seeded_keys.py",
+                    "test_soak.py")
+
+
 class Group(NamedTuple):
-    """Test paths run by one pytest process; ``minutes``: its time measured in a clean-clone ``.ci/run`` on the
-    2-core development machine, two groups at a time (2026-11-24 03:50 UTC: the whole suite in 19.2 min, 20.1
-    with the venv; 12.9 min earlier that day, before the logreg-bootstrap, seeded-key, fused-keyswitch and
-    blocked-NTT tests). Since then (2026-11-24 06:00 UTC) the kernels group is split in two and tests/cli/test_demo.py
-    runs with tests/apps (its small rings are the apps tests' own: their compiled programs are shared in one
-    process); those groups' minutes are scaled from single-group runs on the same machine (under heavy load, so
-    only their ratios were usable), not from a clean-clone run."""
+    """Test paths run by one pytest process; ``minutes``: its time in the last clean-clone ``.ci/run`` on a 2-core
+    development VM (AMD EPYC Zen 3, 2026-11-29, commit 061e908: the whole suite in 58.1 min, two groups at a time,
+    each process compiling everything afresh), used only to start the longest groups first. Earlier runs on Zen 5
+    and Sapphire Rapids VMs took 22-32 min for the same groups (the same tests were as slow on this VM at the
+    commit before: the machine, not the suite, doubled the time). The ``tests/ckks`` group (24.4 min there, the
+    run's critical path) is split in two since; its halves' minutes are its per-file durations added up."""
 
     paths: tuple[str, ...]
     minutes: float
@@ -50,44 +68,47 @@ GROUPS = (
     # runs the apps' small rings again (same parameters and NTT: the compiled programs are reused here)
     # tests/cli/test_demo_resnet.py: the tiny residual test network at boot_12 through the client/server split,
     # 3 bootstraps per image (~25-40 s; 73 s while a boot_16 job ran on the same 2 cores)
-    Group(("tests/apps", "tests/cli/test_demo.py", "tests/cli/test_demo_resnet.py"), 5.2),
-    Group(("tests/bench",), 1.9),  # test_bench_bootstrap.py: boot_12 workers, --profile ~35 s; test_gpu_check.py ~45 s
+    Group(("tests/apps", "tests/cli/test_demo.py", "tests/cli/test_demo_resnet.py"), 8.1),
+    Group(("tests/bench",), 8.0),  # test_bench_bootstrap.py: boot_12 workers, --profile ~35 s; test_gpu_check.py ~45 s
     Group(("tests/circuits/test_bootstrap.py", "tests/circuits/test_bootstrap_scales.py",
            "tests/circuits/test_bootstrap_sparse.py", "tests/circuits/test_lintrans_hoisting.py",
-           "tests/circuits/test_bootstrap_parameters.py"), 3.5),  # test_bootstrap_sparse.py: new, not yet timed
+           "tests/circuits/test_bootstrap_parameters.py", "tests/circuits/test_bootstrap_placement.py"),
+          8.2),
     Group(("tests/circuits/test_jit.py", "tests/circuits/test_lintrans.py", "tests/circuits/test_polynomial.py",
            "tests/circuits/test_simulator_exact.py", "tests/circuits/test_array.py", "tests/circuits/test_program.py",
            "tests/circuits/test_dot_plain_evaluators.py", "tests/circuits/test_array_front.py"),
-          4.2),  # test_array.py: ~0.7 min; test_program.py (hemx.jit): ~0.3 min; test_array_front.py: ~1.5 min
+          5.9),  # test_array.py: ~0.7 min; test_program.py (hemx.jit): ~0.3 min; test_array_front.py: ~1.5 min
     # (a boot_12 bootstrap of 8 slots; the numpy dispatch reuses test_array.py's compiled programs), not yet timed
-    Group(("tests/ckks",), 9.5),  # 6.9 before tests/ckks/test_eager_dispatch.py (about 1 min, new: scaled estimate);
-    # + tests/ckks/test_chain_scales.py (issue 26: 1.1 min warm, ~1.6 cold on the development CPU)
+    # tests/ckks in two halves of about 12 min each on the Zen 3 VM (the eager-dispatch, traced-encoder, jit and
+    # keys-as-arguments files compile the most programs; every other tests/ckks file is in the second half)
+    Group(tuple(f"tests/ckks/{name}" for name in CKKS_FIRST_HALF), 12.2),
+    Group(tuple(f"tests/ckks/{name}" for name in CKKS_SECOND_HALF), 12.2),
     Group(("tests/cli/test_docs.py", "tests/dataflow", "tests/io/test_io.py", "tests/io/test_seeded_keys.py",
-           "tests/io/test_service.py"), 3.9),
-    Group(("tests/io/test_fuzz.py",), 2.3),  # two fuzz targets for 60 s each (one core)
+           "tests/io/test_service.py"), 7.0),
+    Group(("tests/io/test_fuzz.py",), 2.5),  # two fuzz targets for 60 s each (one core)
     # the kernels: the native library's tests with the planner and the ring; the JAX kernels with nt
     Group(("tests/kernels/native/test_native_ffi_safety.py", "tests/kernels/native/test_native_keyswitch.py",
            "tests/kernels/native/test_native_ntt.py", "tests/kernels/native/test_native_ntt_blocked.py",
            "tests/kernels/native/test_native_ops.py", "tests/kernels/native/test_native_prng.py", "tests/plan",
-           "tests/ring"), 5.1),  # test_native_prng.py (issue 27, compact keys): about 1.3 min
+           "tests/ring"), 5.7),  # test_native_prng.py (issue 27, compact keys): about 1.3 min
     # issue 25: four builds of csrc/ (g++ -O3/-O0, clang++, aarch64 cross) checked as objects, self-tests under
     # qemu (x86-64 CPU models without AVX-512 / AVX, aarch64), and hemx itself under qemu -cpu max
-    Group(("tests/kernels/native/test_native_build.py",), 4.0),
+    Group(("tests/kernels/native/test_native_build.py",), 6.5),
     Group(("tests/kernels/test_automorphism.py", "tests/kernels/test_bat.py", "tests/kernels/test_bconv.py",
            "tests/kernels/test_modarith.py", "tests/kernels/test_ntt.py", "tests/kernels/test_ntt_layout.py",
-           "tests/kernels/test_prng.py", "tests/nt"), 4.6),  # test_prng.py (issue 27): about 0.8 min
+           "tests/kernels/test_prng.py", "tests/nt"), 5.2),  # test_prng.py (issue 27): about 0.8 min
     Group(("tests/polymul", "tests/test_bad_input.py", "tests/test_compilation_cache.py", "tests/test_layers.py",
            "tests/test_system_deps.py"),
-          2.8),
+          4.3),
     # subprocesses with 8 simulated devices (test_shardmap_keyswitch.py: about 1.5 min more) and 2 jax.distributed
     # processes; test_export.py's boot_12 bootstrap export for cuda and tpu: about 1 min
-    Group(("tests/parallel",), 4.6),
+    Group(("tests/parallel",), 6.9),
     # hemx.nn (issue 28): packing against lax.conv in the simulator, the ReLU approximation, the compiler (a small
     # residual network encrypted, one at boot_12 with 2 bootstraps), the JAX / Keras front ends and ResNet-20;
     # test_network_export.py: that network as one program, exported for cuda and tpu and jitted (~2 min loaded)
-    Group(("tests/nn",), 6.0),
+    Group(("tests/nn",), 12.2),
     # a second venv with JAX 0.11.2 (made once under build/, about 1 min) runs CKKS ops and a boot_12 bootstrap
-    Group(("tests/test_jax_compat.py",), 2.8),
+    Group(("tests/test_jax_compat.py",), 7.4),
 )
 NOT_RUN_LINE = re.compile(r"^SKIPPED \[(\d+)\] [^:]+(?::\d+)?: " + re.escape(NOT_RUN) + r" (\S+)")
 COUNTS = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed|skipped|deselected)")
@@ -102,15 +123,32 @@ def jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def run_group(group: Group, argv: list[str]) -> tuple[int, str, float]:
+def run_group(group: Group, argv: list[str], env: dict | None = None) -> tuple[int, str, float]:
     """(return code, output, minutes) of one pytest process over ``group.paths``."""
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", *argv, *group.paths], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+                          stderr=subprocess.STDOUT, text=True, env=env)
     return proc.returncode, proc.stdout, (time.monotonic() - start) / 60
 
 
+def suite_cache() -> str | None:
+    """A fresh directory for the run's shared compilation cache, or None when ``$HEMX_SUITE_XLA_CACHE`` is 0."""
+    value = os.environ.get(SUITE_CACHE_ENV, "")
+    if value.strip().lower() in ("0", "off", "false", "no"):
+        return None
+    if value:
+        raise SystemExit(f"{SUITE_CACHE_ENV} is set by the suite itself; only 0 (off) may be given, got {value!r}")
+    return tempfile.mkdtemp(prefix="hemx-suite-xla-")
+
+
 def main(argv: list[str]) -> int:
+    cache = suite_cache()
+    env = dict(os.environ)
+    if cache is None:
+        env.pop(SUITE_CACHE_ENV, None)
+    else:
+        env[SUITE_CACHE_ENV] = cache
+    loaded = {"programs": 0}
     totals: dict[str, int] = {}
     not_run: dict[str, int] = {}  # Debian package -> tests not run for want of it
     worst = 0
@@ -125,7 +163,7 @@ def main(argv: list[str]) -> int:
                 if not pending:
                     return
                 group = pending.pop(0)
-            code, out, minutes = run_group(group, argv)
+            code, out, minutes = run_group(group, argv, env)
             lines = [line for line in out.splitlines() if line.strip()]
             last = lines[-1] if lines else ""
             with lock:
@@ -136,6 +174,9 @@ def main(argv: list[str]) -> int:
                     hit = NOT_RUN_LINE.match(line)
                     if hit:
                         not_run[hit.group(2)] = not_run.get(hit.group(2), 0) + int(hit.group(1))
+                    hit = CACHE_LINE.match(line)
+                    if hit:
+                        loaded["programs"] += int(hit.group(1))
                 for count, word in COUNTS.findall(last):
                     key = "errors" if word.startswith("error") else word
                     totals[key] = totals.get(key, 0) + int(count)
@@ -151,12 +192,15 @@ def main(argv: list[str]) -> int:
     for t in threads:
         t.join()
     minutes = (time.monotonic() - start) / 60
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
+        print(f"suite: one compilation cache for the run: {loaded['programs']} programs loaded instead of compiled")
     other = ", ".join(f"{totals[k]} {k}" for k in ("errors", "xfailed", "xpassed", "crashed") if totals.get(k))
     print(f"suite: {len(GROUPS)} pytest processes, {n} at a time, in {minutes:.1f} min"
           + (f"; also {other}" if other else ""))
     if not_run:
         packages = sorted(not_run)
-        print(f"suite: not run on this machine, for want of system packages: "
+        print("suite: not run on this machine, for want of system packages: "
               + ", ".join(f"{not_run[p]} tests need {p}" for p in packages)
               + f"; install with `sudo apt-get install -y {' '.join(packages)}` (or `{SCRIPT}` as root)")
     failed = totals.get("failed", 0) + totals.get("errors", 0) + totals.get("crashed", 0)

@@ -1,6 +1,7 @@
 """JAX's persistent compilation cache as hemx sets it up (hemx/compilation_cache.py) and ``hemx cache``.
 
-The suite itself runs with the cache off (tests/conftest.py); the tests that need it on run a small hemx program
+The suite itself never uses hemx's cache (tests/conftest.py: tests/run_suite.py gives its processes a temporary
+cache of their own, a plain pytest run none); the tests that need it on run a small hemx program
 in a subprocess (JAX opens its cache once per process) with temporary cache directories.
 """
 
@@ -14,6 +15,8 @@ import pytest
 from hemx import cli
 from hemx import compilation_cache as cc
 from hemx.errors import ParameterError
+
+from tests.helpers.suite_cache import CACHE_LINE, SUITE_CACHE_ENV
 
 # an NTT of a small ring (jitted hemx kernels), then what hemx decided and JAX's settings, as one JSON line
 PROGRAM = r"""
@@ -102,11 +105,45 @@ def test_bad_switch_value_is_a_parameter_error(value):
         cc.requested({cc.ENV_SWITCH: value})
 
 
-def test_suite_runs_with_the_cache_disabled():
+def _suite_cache() -> str | None:
+    """The run's shared cache directory when tests/run_suite.py runs this process (tests/conftest.py), else None."""
+    directory = os.environ.get(SUITE_CACHE_ENV, "")
+    return directory if os.path.isdir(directory) else None
+
+
+def test_suite_never_uses_hemx_cache():
+    """hemx's own cache (the user's) is off in the suite; under tests/run_suite.py JAX's cache is the run's
+    temporary directory, configured before hemx's import, which hemx then leaves alone ("user")."""
     import jax
 
     assert os.environ["HEMX_COMPILATION_CACHE"] == "0"
-    assert not cc.status().enabled and jax.config.jax_compilation_cache_dir is None
+    shared = _suite_cache()
+    if shared is None:
+        assert not cc.status().enabled and jax.config.jax_compilation_cache_dir is None
+    else:
+        assert cc.status().managed_by == "user" and cc.status().directory == shared
+        assert jax.config.jax_compilation_cache_dir == shared != cc.default_directory()
+        assert os.path.basename(shared).startswith("hemx-suite-xla-")
+
+
+def test_suite_cache_line_and_switch(monkeypatch):
+    """run_suite's closing line is the sum of the processes' lines; HEMX_SUITE_XLA_CACHE=0 switches the shared
+    cache off, any other value given by hand is refused (the suite makes the directory itself)."""
+    from tests import run_suite
+
+    hit = CACHE_LINE.match("suite cache: 12 programs loaded from the run's cache")
+    assert hit and int(hit.group(1)) == 12
+    monkeypatch.setenv(SUITE_CACHE_ENV, "0")
+    assert run_suite.suite_cache() is None
+    monkeypatch.setenv(SUITE_CACHE_ENV, "/somewhere")
+    with pytest.raises(SystemExit, match="only 0"):
+        run_suite.suite_cache()
+    monkeypatch.delenv(SUITE_CACHE_ENV)
+    made = run_suite.suite_cache()
+    try:
+        assert os.path.isdir(made) and not os.listdir(made)
+    finally:
+        os.rmdir(made)
 
 
 def _cache_cli(capsys, *argv) -> str:
@@ -146,5 +183,9 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
 def test_info_shows_the_compilation_cache(capsys):
     assert cli.main(["info", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert "HEMX_COMPILATION_CACHE=0" in info["compilation_cache"]
+    shared = _suite_cache()
+    if shared is None:
+        assert "HEMX_COMPILATION_CACHE=0" in info["compilation_cache"]
+    else:  # the suite's own cache, configured outside hemx
+        assert shared in info["compilation_cache"] and "outside hemx" in info["compilation_cache"]
 

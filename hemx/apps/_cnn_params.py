@@ -1,20 +1,19 @@
-"""CKKS parameters for the encrypted CNN: the recommended 128-bit sets and a guaranteed message-range check."""
+"""CKKS parameters for the encrypted CNN: the recommended 128-bit sets and a guaranteed message-range check.
+
+The depth and the layer names come from the compiled :mod:`hemx.nn` plan (:func:`network_layers`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 
-from hemx.apps._cnn_layout import DEPTH, LAYERS
+from hemx.apps._cnn_graph import network_layers
 from hemx.apps._cnn_model import CNNModel, value_bounds
 from hemx.ckks import CKKSParameters
 from hemx.errors import LevelError, ParameterError
 
-
-def rescale_divisor(params: CKKSParameters, level: int) -> int:
-    """Product of the primes a rescale at ``level`` (>= 1) removes."""
-    lo, hi = params.limbs_at_level(level - 1), params.limbs_at_level(level)
-    return math.prod(params.moduli[lo:hi])
+LAYERS = network_layers()  # the bundled network's level-taking layers, from its compiled plan
+DEPTH = len(LAYERS)  # 5: one rescale per layer
 
 
 def recommended_parameters(*, log_n: int = 14, fast: bool = False) -> CKKSParameters:
@@ -48,11 +47,11 @@ def match_scale(params: CKKSParameters) -> CKKSParameters:
         raise ParameterError(f"expected CKKSParameters, got {type(params).__name__}")
     if params.max_level < 1:
         return params
-    divisors = [math.log2(rescale_divisor(params, level)) for level in range(1, params.max_level + 1)]
+    divisors = [math.log2(params.rescale_divisor(level)) for level in range(1, params.max_level + 1)]
     return dataclasses.replace(params, log_scale=sum(divisors) / len(divisors))
 
 
-def check_capacity(params: CKKSParameters, model: CNNModel, depth: int = DEPTH) -> None:
+def check_capacity(params: CKKSParameters, model: CNNModel) -> None:
     """Raise unless every value of the circuit provably fits the CKKS message range at its level.
 
     After each layer's rescale, values bounded by :func:`value_bounds` must stay below ``Q_level / (2 scale)``
@@ -60,13 +59,17 @@ def check_capacity(params: CKKSParameters, model: CNNModel, depth: int = DEPTH) 
     """
     if not isinstance(params, CKKSParameters):
         raise ParameterError(f"expected CKKSParameters, got {type(params).__name__}")
+    layers = network_layers(model)
+    depth = len(layers)
     if params.max_level < depth:
         raise LevelError(f"the CNN needs {depth} levels, the parameters have {params.max_level}; "
                          "use recommended_parameters()")
-    bounds = value_bounds(model)
+    bounds = value_bounds(model)  # after conv, square, fc1, square, fc2: the layers that take a level
+    if len(bounds) != depth:
+        raise ParameterError(f"internal: {len(bounds)} value bounds for the {depth} levels of {layers}")
     fresh = params.log_scale
-    after_square1 = 2 * fresh - math.log2(rescale_divisor(params, depth - 1))
-    after_square2 = 2 * after_square1 - math.log2(rescale_divisor(params, depth - 3))
+    after_square1 = 2 * fresh - math.log2(params.rescale_divisor(depth - 1))
+    after_square2 = 2 * after_square1 - math.log2(params.rescale_divisor(depth - 3))
     log_scales = (fresh, after_square1, after_square1, after_square2, after_square2)
     for i, (bound, log_scale) in enumerate(zip(bounds, log_scales)):
         level = depth - 1 - i
@@ -74,7 +77,7 @@ def check_capacity(params: CKKSParameters, model: CNNModel, depth: int = DEPTH) 
         room = log_q - 1 - log_scale - 1  # centered residues, and a factor-2 margin
         if bound > 0 and math.log2(bound) > room:
             raise ParameterError(
-                f"after the {LAYERS[i]} layer values may reach {bound:.4g}, beyond what level {level} holds "
+                f"after the {layers[i]} layer values may reach {bound:.4g}, beyond what level {level} holds "
                 f"(about {2.0 ** room:.4g} with margin); scale the model's output layer down (fc2_w and fc2_b: "
                 "the argmax is unchanged) or use parameters with a larger base or a smaller scale"
             )

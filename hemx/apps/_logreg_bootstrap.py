@@ -4,8 +4,10 @@ The circuit is :func:`hemx.apps._logreg_circuit.train_refreshed`: the same packe
 Nesterov steps as the depth-bounded :func:`~hemx.apps._logreg_circuit.train`, with the state (weights ``w`` and
 Nesterov's look-ahead ``v``, two ciphertexts) bootstrapped, as one batch of two, whenever its level drops below
 what the next iteration needs (4 levels with the degree-3 sigmoid, one more before the last iteration so the
-trained weights can still score test samples). The encrypted training data is never bootstrapped: it stays at
-the top level and is dropped to the state's level for each product.
+trained weights can still score test samples): the lazy rule of
+:func:`hemx.circuits.bootstrap.placement.chain_bootstraps`, applied to the chain of iterations before training
+(:func:`refresh_iterations`). The encrypted training data is never bootstrapped: it stays at the top level and is
+dropped to the state's level for each product.
 
 Bootstrapping needs slot values in [-1, 1]. The state is kept divided by a public power of two ``shrink``
 (folded into the gradient step's plaintext constants, so it costs no level) and its :class:`Scaled` factor
@@ -16,16 +18,18 @@ training diverges, or an explicit ``shrink`` is too small) :func:`schedule` rais
 :class:`~hemx.errors.ParameterError` naming the iteration and the value. The server cannot check encrypted
 values; it relies on the client's schedule.
 
-Parameters (:func:`bootstrap_parameters`): the ``boot_*`` presets. ``boot_16`` is the 128-bit choice (10 levels
-left after a bootstrap: two iterations per bootstrap). ``boot_12`` / ``boot_13`` are test-size rings and NOT
-secure; they leave only 3 levels after a bootstrap, less than one iteration's 4, so hemx grows their chain to
-``BOOTSTRAP_LEVELS + ITERATIONS_PER_BOOTSTRAP * 4`` levels (the preset's ``levels`` override; same primes, same
-bootstrap), which gives the same two iterations per bootstrap as ``boot_16``.
+Parameters (:func:`bootstrap_parameters`): the ``boot_*`` presets; the bootstrap's depth and output level are
+:class:`~hemx.circuits.bootstrap.BootstrapParameters`' (15 levels at the presets). ``boot_16`` is the 128-bit
+choice (10 levels left after a bootstrap: two iterations per bootstrap). ``boot_12`` / ``boot_13`` are test-size
+rings and NOT secure; they leave only 3 levels after a bootstrap, less than one iteration's 4, so hemx grows their
+chain to the bootstrap's depth plus ``ITERATIONS_PER_BOOTSTRAP * 4`` levels (the preset's ``levels`` override;
+same primes, same bootstrap), which gives the same two iterations per bootstrap as ``boot_16``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 import warnings
@@ -36,12 +40,12 @@ import numpy as np
 
 from hemx.apps import _logreg_circuit as circuit
 from hemx.circuits import CKKSEvaluator, SlotSimulator
-from hemx.circuits.bootstrap import bootstrapper_for
+from hemx.circuits.bootstrap import BootstrapParameters, bootstrapper_for
+from hemx.circuits.bootstrap.placement import chain_bootstraps
 from hemx.ckks import CKKSParameters, Ciphertext, Context, EvaluationKeys
 from hemx.ckks import params as ckks_params
 from hemx.errors import LevelError, ParameterError, SlotError
 
-BOOTSTRAP_LEVELS = 15  # levels the boot_* presets' bootstrap consumes (CoeffsToSlots 3, scaling 1, EvalMod 8, StC 3)
 ITERATIONS_PER_BOOTSTRAP = 2  # boot_16's 10 levels hold two 4-level iterations; the test rings are grown to match
 STATE_TARGET = 0.5  # largest |slot| of the shrunk state at a bootstrap: half the bootstrap's [-1, 1] range
 MAX_SHRINK = 2.0 ** 12  # beyond it the bootstrap error (about 2^-18 of its range on boot_12) reaches 2^-6 in w / kappa
@@ -71,7 +75,8 @@ def bootstrap_parameters(spec, *, secure: bool = False, log_n: int | None = None
 
     ``secure=True``: the 128-bit ``boot_16`` preset as it is (10 levels left after a bootstrap). Otherwise the
     test ring ``boot_<log_n>`` (12 or 13; default the smallest whose N/2 holds ``spec.slots``), NOT secure, with
-    its chain grown to ``BOOTSTRAP_LEVELS + ITERATIONS_PER_BOOTSTRAP * depth`` levels.
+    its chain grown to the bootstrap's depth (:func:`bootstrap_of`) plus ``ITERATIONS_PER_BOOTSTRAP * depth``
+    levels.
     """
     depth = spec.depth_per_iteration
     if secure:
@@ -89,18 +94,29 @@ def bootstrap_parameters(spec, *, secure: bool = False, log_n: int | None = None
         if log_n not in INSECURE_PRESETS:
             raise ParameterError(f"test rings for bootstrapped training: log_n in {sorted(INSECURE_PRESETS)}, "
                                  f"got {log_n!r} (or secure=True for {SECURE_PRESET})")
-        params = _grown_preset(INSECURE_PRESETS[log_n], BOOTSTRAP_LEVELS + ITERATIONS_PER_BOOTSTRAP * depth)
+        name = INSECURE_PRESETS[log_n]
+        bootstrap_depth = bootstrap_of(_grown_preset(name, 0), spec.slots).depth
+        params = _grown_preset(name, bootstrap_depth + ITERATIONS_PER_BOOTSTRAP * depth)
     if params.n // 2 < spec.slots:
         raise SlotError(f"{params.name} has {params.n // 2} slots; the layout needs {spec.slots}")
-    if params.max_level - BOOTSTRAP_LEVELS < depth + spec.inference_depth:
-        raise LevelError(f"{params.name} leaves {params.max_level - BOOTSTRAP_LEVELS} levels after a bootstrap; one "
-                         f"iteration and inference need {depth + spec.inference_depth}")
+    left = bootstrap_of(params, spec.slots).output_level
+    if left < depth + spec.inference_depth:
+        raise LevelError(f"{params.name} leaves {left} levels after a bootstrap; one iteration and inference need "
+                         f"{depth + spec.inference_depth}")
     return params
 
 
+@functools.lru_cache(maxsize=8)
+def bootstrap_of(params: CKKSParameters, slots: int) -> BootstrapParameters:
+    """The bootstrap ``bootstrapper_for`` builds on a context of ``params`` with ``slots`` slots (its depth, output
+    level and keys), from the parameters alone; cached (it lists the bootstrap's rotations, most of a second)."""
+    return BootstrapParameters.create(params, slots=slots)
+
+
 def _grown_preset(name: str, levels: int) -> CKKSParameters:
-    """The test preset ``name`` with ``levels`` levels: the added ones are user levels, at the bottom of the chain
-    (level 1 first), with the preset's lowest level's prime size; the bootstrap's own levels are unchanged."""
+    """The test preset ``name`` with at least ``levels`` levels (0: the preset as it is): the added ones are user
+    levels, at the bottom of the chain (level 1 first), with the preset's lowest level's prime size; the bootstrap's
+    own levels are unchanged."""
     base = dict(ckks_params.PRESETS[name])
     extra = max(0, levels - int(base["levels"]))
     overrides = {"levels": int(base["levels"]) + extra}
@@ -121,7 +137,7 @@ class Schedule:
         top_level: level of the training data (and of the state before the first bootstrap): by default the
             bootstrap's output level, so every iteration runs on the same levels (fewer kernels to compile).
         output_level: level of a bootstrap's result.
-        refresh_at: iterations before which the state is bootstrapped (from the level plan).
+        refresh_at: iterations before which the state is bootstrapped (:func:`refresh_iterations`).
         largest: largest ``|state / shrink|`` at those bootstraps in the simulation of the client's data.
         largest_state: the same before shrinking (in the packed units ``w / kappa``).
     """
@@ -137,18 +153,24 @@ class Schedule:
     def bootstraps(self) -> int:
         return len(self.refresh_at)
 
-    def need(self, spec) -> Callable[[int], int]:
-        """Levels the state needs before iteration t: one iteration, plus inference before the last one."""
-        last = spec.iterations - 1
-        return lambda t: spec.depth_per_iteration + (spec.inference_depth if t == last else 0)
+
+def refresh_iterations(spec, *, top_level: int, output_level: int) -> tuple[int, ...]:
+    """The iterations before which the state is bootstrapped: the lazy placement on the chain of iterations 1 to
+    T - 1 (iteration 0 costs no level), the state starting at ``top_level``; each iteration consumes
+    ``spec.depth_per_iteration`` levels and needs them, the last one also ``spec.inference_depth`` more."""
+    steps = range(1, spec.iterations)
+    needs = [spec.depth_per_iteration + (spec.inference_depth if t == spec.iterations - 1 else 0) for t in steps]
+    placed = chain_bootstraps(top_level, needs, [spec.depth_per_iteration] * len(needs), output_level=output_level)
+    return tuple(steps[i] for i in placed)
 
 
 def _simulate(data_slots: np.ndarray, spec, *, top_level: int, output_level: int, shrink: float, limit: float | None):
-    """The packed circuit on the exact slot simulator; bootstraps reset the level and (with ``limit``) check the
-    range. Returns (final weights slots, refresh iterations, largest |shrunk state| at a refresh)."""
+    """The packed circuit on the exact slot simulator; bootstraps (before the iterations of
+    :func:`refresh_iterations`) reset the level and (with ``limit``) check the range. Returns (final weights slots,
+    refresh iterations, largest |shrunk state| at a refresh)."""
     ev = SlotSimulator(None, slots=spec.slots, max_level=top_level)
     refreshes, largest = [], [0.0]
-    need = Schedule(shrink, top_level, output_level, (), 0.0, 0.0).need(spec)
+    refresh_at = refresh_iterations(spec, top_level=top_level, output_level=output_level)
 
     def refresh(t: int, cts: list) -> list:
         biggest = max(float(np.max(np.abs(c.values))) for c in cts)
@@ -166,7 +188,10 @@ def _simulate(data_slots: np.ndarray, spec, *, top_level: int, output_level: int
 
     with np.errstate(over="ignore", invalid="ignore"):
         out = circuit.train_refreshed(ev, ev.encrypt(data_slots), gammas=spec.gammas, poly=spec.sigmoid,
-                                      layout=spec.layout, shrink=shrink, need=need, refresh=refresh)
+                                      layout=spec.layout, shrink=shrink, refresh_at=refresh_at, refresh=refresh)
+    if out.level < spec.inference_depth:  # the placement assumes depth_per_iteration levels per iteration
+        raise LevelError(f"internal: the trained weights are at level {out.level}, below inference's "
+                         f"{spec.inference_depth}: the circuit's depth differs from the schedule's")
     return ev.decrypt(out), tuple(refreshes), largest[0]
 
 
@@ -175,13 +200,13 @@ def schedule(data_slots: np.ndarray, spec, params: CKKSParameters, *, shrink: fl
     """Client: the bootstrapping schedule for the packed training data (:func:`pack_training`).
 
     Runs the packed circuit on the exact :class:`~hemx.circuits.SlotSimulator` with the level plan of
-    ``params`` (``output_level`` defaults to ``params.max_level - BOOTSTRAP_LEVELS``; the data is encrypted at
+    ``params`` (``output_level`` defaults to the bootstrap's, :func:`bootstrap_of`; the data is encrypted at
     ``data_level``, default ``output_level``, up to ``params.max_level``), records the state at every
     bootstrap and picks ``shrink`` (default: the least power of two that brings it within
     :data:`STATE_TARGET`, at most :data:`MAX_SHRINK`). Raises :class:`ParameterError` when the state is not
     finite, when no admissible ``shrink`` brings it in range, or when an explicit ``shrink`` does not.
     """
-    out_level = params.max_level - BOOTSTRAP_LEVELS if output_level is None else int(output_level)
+    out_level = bootstrap_of(params, spec.slots).output_level if output_level is None else int(output_level)
     top = out_level if data_level is None else data_level
     if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or not out_level <= top <= params.max_level:
         raise LevelError(f"data_level must be an integer in [{out_level}, {params.max_level}], got {data_level!r}")
@@ -234,8 +259,9 @@ def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext
     """Server: bootstrapped training on the encrypted packed data; returns the encrypted ``w_T / kappa``.
 
     ``eval_keys`` must hold the bootstrapping keys (``ctx.keygen(rotations=spec.rotation_steps,
-    bootstrap=bootstrapper_for(ctx))``). ``progress("bootstrap", k, K)`` after each bootstrap (``K = plan.bootstraps``) and
-    ``progress("train", t, T)`` after each iteration; ``log`` collects the bootstraps' times and levels.
+    bootstrap=bootstrapper_for(ctx))``). The state is bootstrapped before the iterations ``plan.refresh_at``.
+    ``progress("bootstrap", k, K)`` after each bootstrap (``K = plan.bootstraps``) and ``progress("train", t, T)``
+    after each iteration; ``log`` collects the bootstraps' times and levels.
     """
     if ct_data.level < plan.top_level:
         raise LevelError(f"the training data is at level {ct_data.level}; the schedule starts at {plan.top_level}")
@@ -268,4 +294,4 @@ def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext
 
     report("bootstrap", 0, plan.bootstraps)
     return circuit.train_refreshed(ev, ct_data, gammas=spec.gammas, poly=spec.sigmoid, layout=spec.layout,
-                                   shrink=plan.shrink, need=plan.need(spec), refresh=refresh, progress=progress)
+                                   shrink=plan.shrink, refresh_at=plan.refresh_at, refresh=refresh, progress=progress)

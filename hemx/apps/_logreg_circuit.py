@@ -15,7 +15,7 @@ of costing a level.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Collection, NamedTuple, Sequence
 
 import numpy as np
 
@@ -228,16 +228,17 @@ def _distinct(items: Sequence[Scaled]) -> list:
 
 
 def train_refreshed(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layout, shrink: float,
-                    need: Callable[[int], int], refresh: Refresh, progress: Progress | None = None):
-    """``len(gammas)`` Nesterov iterations like :func:`train`, with the state refreshed when its levels run out.
+                    refresh_at: Collection[int], refresh: Refresh, progress: Progress | None = None):
+    """``len(gammas)`` Nesterov iterations like :func:`train`, with the state refreshed before the iterations
+    ``refresh_at`` (where its levels run out: ``hemx.apps._logreg_bootstrap.refresh_iterations``).
 
     The state carried from iteration ``t`` to ``t + 1`` is the pair ``(w_t, v_t)`` (weights and Nesterov's
     look-ahead vector), two ciphertexts produced by the same iteration at the same level and scale:
     ``w_{t+1} = v_t + G_t`` and ``v_{t+1} = (1 - gamma_t) w_{t+1} + gamma_t w_t``. Both are kept *shrunk*:
     the gradient step's factor ``rho = 1 / shrink`` is folded into the polynomial's coefficients and the
     combination's constants, so the ciphertexts hold ``w / shrink`` and ``v / ((1 - gamma_t) shrink)`` and their
-    :class:`Scaled` factors undo it in plaintext; the shrinking costs no level. Before iteration ``t``, when the
-    state's level is below ``need(t)``, ``refresh(t, cts)`` replaces the distinct state ciphertexts by fresh ones
+    :class:`Scaled` factors undo it in plaintext; the shrinking costs no level. Before iteration ``t`` in
+    ``refresh_at``, ``refresh(t, cts)`` replaces the distinct state ciphertexts by fresh ones
     (bootstrapping: their values must then lie in [-1, 1], which ``shrink`` is chosen for). The last iteration
     uses ``rho = 1``, so the result holds ``w_T / kappa`` itself.
 
@@ -246,7 +247,7 @@ def train_refreshed(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, lay
             the state.
         gammas: ``gamma_0 .. gamma_{T-1}``.
         shrink: the state's divisor (a power of two keeps the constants exact).
-        need: ``need(t)``: levels the state needs before iteration ``t`` (t >= 1).
+        refresh_at: the iterations ``t`` (1 to T - 1) before which the state is refreshed.
         refresh: ``refresh(t, cts) -> cts`` (same order); called with the distinct state ciphertexts.
         progress: ``progress("train", t, T)`` after each iteration.
 
@@ -263,7 +264,7 @@ def train_refreshed(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, lay
     w, v = Scaled(sums, 0.5), Scaled(sums, 0.5 * (1.0 - gammas[0]))  # w_1 = G_0, v_1 = (1 - gamma_0) G_0
     report("train", 1, total)
     for t in range(1, total):
-        if min(ev.level(w.ct), ev.level(v.ct)) < need(t):
+        if t in refresh_at:
             old = _distinct((w, v))
             fresh = dict(zip((id(c) for c in old), refresh(t, old)))
             w, v = Scaled(fresh[id(w.ct)], w.factor), Scaled(fresh[id(v.ct)], v.factor)

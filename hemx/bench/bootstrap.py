@@ -29,19 +29,13 @@ import warnings
 import numpy as np
 
 from hemx.bench.report import BenchResult, render_table
+from hemx.bench.timing import peak_rss_gib
 from hemx.ckks.precision import precision_stats
 from hemx.errors import ParameterError
 
 SIDES = ("hemx", "desilofhe", "lattigo")
 LATTIGO_ENV = "HEMX_LATTIGO_BENCH"  # path of Lattigo's bootstrapping benchmark program
 LATTIGO_PARAMS = ("N16QP1546H192H32", "N16QP1767H32768H32")
-
-
-def peak_rss_gib() -> float:
-    """This process's peak resident set (``getrusage``'s ``ru_maxrss``), GiB: a worker's whole run, keys included."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 KEY_STORAGE = ("auto", "compact", "full")

@@ -472,7 +472,7 @@ def hoisting_ab(preset: str, *, repeats: int = 3, seed: int = 7, modes=("single"
         if eager:
             calls[f"eager:{mode}"] = lambda m=mode: _with_hoisting(bt, m, lambda: bt.bootstrap(ct, evk))
         result["modes"][mode] = row
-        say(f"{mode}: worst {worst:.2f} / mean {mean:.2f} bits, compiled in {prog.compile_s:.1f} s")
+        say(f"{mode}: worst {prec.min_bits:.2f} / mean {prec.mean_bits:.2f} bits, compiled in {prog.compile_s:.1f} s")
     times = time_interleaved(calls, repeats=repeats, warmup=1)
     for name, t in times.items():
         kind, mode = name.split(":")

@@ -37,9 +37,7 @@ Every figure goes into the returned dict and the JSON of ``--json``.
 
 from __future__ import annotations
 
-import json
 import math
-import resource
 import time
 
 import numpy as np
@@ -48,10 +46,6 @@ IMAGES = 20
 DEFAULT_RELU_DEGREES = (7, 15, 15, 15)
 DEFAULT_RELU_EPS = 2.0 ** -10
 DEFAULT_MARGIN = 1.2
-
-
-def _peak_rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
 
 
 def load():
@@ -112,6 +106,7 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     :class:`~hemx.nn.data.DataUnavailableError` (a ParameterError) when the model or images are not fetched.
     """
     from hemx.bench.nn_images import encrypted_images
+    from hemx.bench.timing import peak_rss_gib
     from hemx.circuits import SlotSimulator
     from hemx.ckks import CKKSParameters, Context
     from hemx.ckks.context import resolve_key_storage
@@ -119,6 +114,7 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     from hemx.errors import ParameterError
     from hemx.nn import compile as nn_compile, reference, relu_error_bound, sign_composite
     from hemx.nn.data import CIFAR10_CLASSES
+    from hemx.nn.infer import infer
 
     simulate = _count("simulate", simulate, 0, IMAGES)
     calibration = _count("calibration", calibration, 1, IMAGES)
@@ -215,14 +211,14 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     if simulate:
         sim = SlotSimulator(params, slots=plan.slots)
         xs = x[:simulate]
-        parts = []
         start = time.perf_counter()
-        for i in range(0, simulate, batch):
-            enc = net.encrypt_input(sim, None, xs[i:i + batch])
-            parts.append(net.decrypt_output(sim, None, net.run(sim, None, enc, release_diagonals=True)))
-            say(f"  simulated {min(i + batch, simulate)}/{simulate} images ({time.perf_counter() - start:.1f} s)")
-        seconds = time.perf_counter() - start
-        got = np.concatenate(parts)
+
+        def batch_done(i: int, logits, seconds: float) -> None:
+            say(f"  simulated {min((i + 1) * batch, simulate)}/{simulate} images ({time.perf_counter() - start:.1f} s)")
+
+        result = infer(net, sim, xs, batch=batch, release_diagonals=True, on_batch=batch_done)
+        seconds = sum(result.seconds.values())
+        got = result.logits
         ref = want[:simulate]
         err = np.max(np.abs(got - ref), axis=-1)
         peaks = _input_peaks(graph, reference(graph, xs, keep=True))
@@ -255,7 +251,7 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
             f"({enc['images_per_hour']:.1f} images per hour), {enc['equal_count']} of "
             f"{encrypted} predictions equal to plaintext, largest logit error {enc['max_err_over_range']:.2e} of "
             "the logit range")
-    out["peak_rss_gib"] = _peak_rss_gib()
+    out["peak_rss_gib"] = peak_rss_gib()
     return out
 
 
@@ -308,6 +304,8 @@ def add_arguments(p) -> None:
 def run_cli(args) -> int:
     from rich.console import Console
 
+    from hemx.bench.report import write_json
+
     console = Console()
     result = bench(preset=args.preset, simulate=args.simulate, calibration=args.calibration, margin=args.margin,
                    relu_degrees=_degrees(args.relu_degrees), relu_eps=args.relu_eps, batch=args.batch,
@@ -320,8 +318,7 @@ def run_cli(args) -> int:
                           f"({row['bootstrapped_ciphertexts']} ct)", highlight=False, soft_wrap=True)
     console.print(f"peak RSS {result['peak_rss_gib']:.2f} GiB")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1, default=str)
+        write_json(args.json, result)
     return 0
 
 

@@ -29,6 +29,7 @@ from hemx.bench.report import BenchResult, render_table
 from hemx.bench.timing import time_interleaved
 from hemx.circuits import LinearTransform, chebyshev_coefficients, evaluate_polynomial, polynomial_depth
 from hemx.ckks import CKKSParameters, Context
+from hemx.ckks.precision import precision_stats
 from hemx.ckks.security import InsecureParametersWarning
 
 SUITES = ("poly", "lintrans")
@@ -39,12 +40,6 @@ def bench_params(log_n: int = 13, levels: int = 9) -> CKKSParameters:
         warnings.simplefilter("ignore", InsecureParametersWarning)
         return CKKSParameters.create(log_n=log_n, levels=levels, base_bits=(31, 31), dnum=3, allow_insecure=True,
                                      name=f"circuits_{log_n}")
-
-
-def _bits(want, got) -> tuple[float, float]:
-    err = np.abs(np.asarray(got) - np.asarray(want)).ravel()
-    bits = -np.log2(np.maximum(err, 2.0 ** -60))
-    return float(bits.min()), float(bits.mean())
 
 
 def _sigmoid(x):
@@ -81,8 +76,8 @@ def bench_polynomials(params: CKKSParameters, *, repeats: int = 3, degrees=(31, 
         same = bool(np.array_equal(np.asarray(jitted(ct).data), np.asarray(out.data)))
         times = time_interleaved({"eager": eager, "jit": lambda ct=ct, f=jitted: f(ct)}, repeats=repeats)
         got = ctx.decrypt(out, keys)
-        min_bits, mean_bits = _bits(poly(x), got)
-        fmin, fmean = _bits(func(x), got)
+        prec, fprec = precision_stats(poly(x), got), precision_stats(func(x), got)
+        min_bits, mean_bits, fmin, fmean = prec.min_bits, prec.mean_bits, fprec.min_bits, fprec.mean_bits
         row = BenchResult("poly", name, {"n": params.n, "degree": len(c) - 1, "slots": ctx.slots},
                           times["jit"].median_s, times["jit"].min_s, extra={
                               "levels_consumed": ct.level - out.level,
@@ -123,7 +118,8 @@ def bench_lintrans(params: CKKSParameters, *, repeats: int = 3, seed: int = 2,
         out = lt.apply(ct, keys)
         times = time_interleaved({"hoisted": lambda: lt.apply(ct, keys),
                                   "unhoisted": lambda: lt.apply(ct, keys, hoisted=False)}, repeats=repeats)
-        min_bits, mean_bits = _bits(matrix @ x, ctx.decrypt(out, keys))
+        prec = precision_stats(matrix @ x, ctx.decrypt(out, keys))
+        min_bits, mean_bits = prec.min_bits, prec.mean_bits
         row = BenchResult("lintrans", name, {"n": params.n, "slots": slots, "diagonals": len(lt.indices)},
                           times["hoisted"].median_s, times["hoisted"].min_s, extra={
                               "min_bits": min_bits, "mean_bits": mean_bits, "rotation_keys": len(lt.rotations),

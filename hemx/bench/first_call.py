@@ -178,14 +178,15 @@ def add_arguments(p) -> None:
 def run_cli(args) -> int:
     from rich.console import Console
 
+    from hemx.bench.report import write_json
+
     console = Console()
     if args.warm_processes < 1:
         raise SystemExit("--warm-processes must be at least 1")
     rows = bench(args.cases, args.modes, console, warm_processes=args.warm_processes)
     print_report(rows, console)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(rows, fh, indent=1)
+        write_json(args.json, rows)
     return 0
 
 

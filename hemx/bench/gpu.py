@@ -495,8 +495,9 @@ def _any_skipped(part) -> bool:
 
 
 def _write(outdir: str, doc: dict) -> None:
-    with open(os.path.join(outdir, JSON_NAME), "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1, default=str)
+    from hemx.bench.report import write_json
+
+    write_json(os.path.join(outdir, JSON_NAME), doc)
     with open(os.path.join(outdir, MD_NAME), "w", encoding="utf-8") as fh:
         fh.write(render_markdown(doc))
 

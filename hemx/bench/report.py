@@ -1,4 +1,6 @@
-"""Benchmark results: rows, JSON files under ``bench-results/`` and rich tables."""
+"""Benchmark results: rows, JSON files (under ``bench-results/`` or where a ``--json`` option says) and rich tables.
+
+The timing and machine helpers they use live in :mod:`hemx.bench.timing`."""
 
 from __future__ import annotations
 
@@ -56,6 +58,11 @@ def save_results(
         "meta": meta or {},
         "results": [r.as_dict() for r in results],
     }
+    return write_json(path, doc)
+
+
+def write_json(path: str, doc: Any) -> str:
+    """Write ``doc`` to ``path`` as indented JSON (anything JSON has no type for as its ``str``); returns the path."""
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=1, default=str)
     return path

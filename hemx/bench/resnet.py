@@ -18,17 +18,11 @@ Every stage that runs is reported; the JSON (``--json``) holds all figures.
 
 from __future__ import annotations
 
-import json
-import resource
 import time
 
 import numpy as np
 
 CALIBRATION_IMAGES = 64
-
-
-def _peak_rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
 
 
 def load(split: str, count: int):
@@ -56,10 +50,12 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
     presets (``boot_12``, ``boot_13``), which are not 128-bit."""
 
     from hemx.bench.nn_images import encrypted_images
+    from hemx.bench.timing import peak_rss_gib
     from hemx.ckks import CKKSParameters, Context
     from hemx.circuits import SlotSimulator
     from hemx.errors import ParameterError
     from hemx.nn import compile as nn_compile, reference
+    from hemx.nn.infer import infer
 
     for name, value in (("plain", plain), ("simulate", simulate), ("encrypted", encrypted), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (name == "batch" and value < 1):
@@ -97,18 +93,14 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
     if simulate:
         x, y = load("test", simulate)
         sim = SlotSimulator(params, slots=plan.slots)
-        logits = []
-        start = time.perf_counter()
-        for i in range(0, len(x), batch):
-            xb = x[i:i + batch]
-            logits.append(net.decrypt_output(sim, None, net.run(sim, None, net.encrypt_input(sim, None, xb))))
-            say(f"  simulated {min(i + batch, len(x))}/{len(x)} images")
-        got = np.concatenate(logits)
+        result = infer(net, sim, x, batch=batch, on_batch=lambda i, logits, seconds: say(
+            f"  simulated {min((i + 1) * batch, len(x))}/{len(x)} images"))
+        got = result.logits
         want = np.concatenate([reference(graph, x[i:i + 500]) for i in range(0, len(x), 500)])
         out["simulated"] = {"images": simulate, "accuracy": float(np.mean(got.argmax(-1) == y)),
                             "agree_with_plain": float(np.mean(got.argmax(-1) == want.argmax(-1))),
                             "max_err_over_range": float(np.max(np.abs(got - want)) / np.ptp(want)),
-                            "seconds": time.perf_counter() - start}
+                            "seconds": sum(result.seconds.values())}
         say(f"simulated: accuracy {out['simulated']['accuracy']:.4f}, agreement with plaintext "
             f"{out['simulated']['agree_with_plain']:.4f}")
 
@@ -118,7 +110,7 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
         say(f"encrypted ({encrypted} images): median {enc['median_s']:.1f} s per image "
             f"({enc['images_per_hour']:.1f} images per hour), {enc['equal_count']} of {encrypted} predictions equal "
             f"to plaintext, largest logit error {enc['max_err_over_range']:.2e} of the logit range")
-    out["peak_rss_gib"] = _peak_rss_gib()
+    out["peak_rss_gib"] = peak_rss_gib()
     return out
 
 
@@ -135,13 +127,14 @@ def add_arguments(p) -> None:
 def run_cli(args) -> int:
     from rich.console import Console
 
+    from hemx.bench.report import write_json
+
     console = Console()
     result = bench(preset=args.preset, plain=args.plain, simulate=args.simulate, encrypted=args.encrypted,
                    batch=args.batch, allow_insecure=args.allow_insecure, console=console)
     console.print(f"peak RSS {result['peak_rss_gib']:.2f} GiB")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1, default=str)
+        write_json(args.json, result)
     return 0
 
 

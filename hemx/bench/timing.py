@@ -1,4 +1,5 @@
-"""Wall-clock timing of jitted calls and a description of the machine they ran on."""
+"""Wall-clock timing of jitted calls, this process's peak memory and a description of the machine they ran on:
+the one home of the benches' timing and machine helpers (:mod:`hemx.bench.report` writes and prints results)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,14 @@ def limit_threads(threads: int | None) -> str:
         raise ParameterError(f"threads must be at least 1, got {threads}")
     os.sched_setaffinity(0, cpus[:threads])
     return f"{threads} of {len(cpus)} CPUs (process affinity {cpus[:threads]})"
+
+
+def peak_rss_gib() -> float:
+    """This process's peak resident set so far (:func:`hemx.nn.infer.peak_rss_bytes`), GiB: a whole run, keys
+    included."""
+    from hemx.nn.infer import peak_rss_bytes
+
+    return peak_rss_bytes() / 2**30
 
 
 def machine_info() -> dict:

@@ -310,7 +310,7 @@ class SlotSimulator:
             raise LevelError(f"no rescale at level {level} (levels 1..{self.max_level} have one)")
         if p is None:
             return 1.0  # exact mode
-        return float(math.prod(p.moduli[p.limbs_at_level(level - 1): p.limbs_at_level(level)]))
+        return p.rescale_divisor(level)
 
     def _values(self, b) -> np.ndarray:
         z = np.asarray(b)

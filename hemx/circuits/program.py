@@ -202,10 +202,13 @@ def _build(spec: tuple, canon: _Canon):
 
 # -------------------------------------------------------------------------------------------- fingerprints
 def context_fingerprint(ctx: Context) -> tuple:
-    """What decides the programs a context lowers to: parameters, slots, the kernels chosen, the mesh."""
+    """What decides the programs a context lowers to: parameters, slots, the kernels chosen, the mesh and how a
+    mesh's key switches run (``ctx.tables.keyswitch_path``, settable after the context is made: a program stored
+    with one path is never loaded for the other)."""
     mesh = getattr(ctx, "mesh", None)
     mesh_desc = None if mesh is None else (tuple(mesh.axis_names), tuple(np.shape(mesh.devices)),
-                                           tuple(int(d.id) for d in np.ravel(mesh.devices)))
+                                           tuple(int(d.id) for d in np.ravel(mesh.devices)),
+                                           str(getattr(ctx.tables, "keyswitch_path", None)))
     return ("context", type(ctx).__name__, _value(ctx.params, set()), ctx.slots, _value(ctx.planned.variant, set()),
             str(ctx.reduction), str(ctx.keyswitch), mesh_desc)
 

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from hemx.ckks.security import check_security, max_log_qp
-from hemx.errors import ModulusError, ParameterError
+from hemx.errors import LevelError, ModulusError, ParameterError
 from hemx.ckks.validation import check_bool, check_int, check_real, int_sequence, is_int
 from hemx.nt import is_prime, log2_exact, ntt_primes
 
@@ -151,6 +151,13 @@ class CKKSParameters:
         if not 0 <= level <= self.max_level:
             raise ParameterError(f"level must be in [0, {self.max_level}], got {level}")
         return sum(self.level_sizes[: level + 1])
+
+    def rescale_divisor(self, level: int) -> float:
+        """The product of the primes a rescale at ``level`` (1 to ``max_level``) removes, as a float: what
+        ``Context.rescale_divisor`` returns, from the parameters alone (for planners that have no context)."""
+        if not is_int(level) or not 0 < int(level) <= self.max_level:
+            raise LevelError(f"no rescale at level {level!r}: levels 1 to {self.max_level} have one")
+        return float(math.prod(self.moduli[self.limbs_at_level(int(level) - 1): self.limbs_at_level(int(level))]))
 
     def digits(self) -> tuple[tuple[int, int], ...]:
         """Key-switching digits as limb ranges ``(start, stop)``: dnum balanced groups of consecutive limbs."""

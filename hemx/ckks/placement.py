@@ -6,7 +6,9 @@ builds either). The context asks its placement, and nothing else, about the mesh
 (:meth:`Placement.resolve_ntt`, :meth:`Placement.adopt_ring`), which table cache it reads (and so which key-switch
 implementation its kernels run: :meth:`Placement.table_cache`), which kernels its operations trace
 (:meth:`Placement.kernels`), where each result goes (:meth:`Placement.place`), and how the keys of hoisted
-rotations are handed to the kernel (:meth:`Placement.hoisted_key_data`).
+rotations are handed to the kernel (:meth:`Placement.hoisted_key_data`). The context hands its placement to its
+parts (:class:`~hemx.ckks.operations.Evaluator`, :class:`~hemx.ckks.encoding.Encoder`, ...), whose public
+operations :func:`on_placement` wraps.
 
 On a mesh. ``mesh`` is a ``jax.sharding.Mesh`` with axes ``"batch"`` and ``"limbs"``
 (:func:`hemx.parallel.check_mesh`). Every result of the context's public operations is placed by
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from typing import ContextManager, Protocol, Sequence
 
 import jax
@@ -136,6 +139,28 @@ class SingleDevice:
 
 #: The placement of every context made without a mesh (stateless, shared).
 SINGLE_DEVICE = SingleDevice()
+
+
+def on_placement(*, place: bool = True):
+    """Decorator of the public operations of the CKKS parts (:class:`~hemx.ckks.operations.Evaluator`,
+    :class:`~hemx.ckks.encoding.Encoder`, ...), whose ``self.placement`` is their placement: on a mesh the
+    operation runs inside the placement's kernel block (:meth:`Placement.kernels`: the native kernels off) and,
+    with ``place``, its result (ciphertext, plaintext, key set, or a list of them) is placed (:meth:`Placement.place`;
+    inner calls, e.g. ``sub`` -> ``add``, are placed too); on one device the operation is called as it is."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def op(self, *args, **kwargs):
+            where = self.placement
+            if where.mesh is None:
+                return method(self, *args, **kwargs)
+            with where.kernels():
+                out = method(self, *args, **kwargs)
+                return where.place(out) if place else out
+
+        return op
+
+    return wrap
 
 
 class MeshPlacement:

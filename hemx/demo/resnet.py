@@ -50,11 +50,9 @@ Models:
 
 from __future__ import annotations
 
-import collections
 import gc
 import json
 import math
-import resource
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterable
@@ -383,10 +381,6 @@ def _sent(messages: list) -> Iterable:
         yield messages.pop()
 
 
-def _peak_rss_bytes() -> int:
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux: KiB
-
-
 def check_options(model: str, num_images, preset: str, allow_insecure: bool) -> CKKSParameters:
     """Validate the options; the parameter set of ``preset``."""
     if model not in MODELS:
@@ -440,6 +434,7 @@ def run_resnet(
         inspect: ``inspect(server, client)`` once the server holds its keys (tests check it holds no secret).
     """
     from hemx.nn import reference
+    from hemx.nn.infer import infer_batches
 
     params = check_options(model, num_images, preset, allow_insecure)
     seconds: dict[str, float] = {}
@@ -481,36 +476,25 @@ def run_resnet(
     if inspect is not None:
         inspect(server, client)
 
-    by_kind: dict[str, float] = collections.defaultdict(float)
-    by_layer: dict[str, float] = collections.defaultdict(float)
-    image_seconds, logits, sizes = [], [], {}
-    steps = len(plan.steps)
-    for i in range(num_images):
-        with clock("client encrypt"):
-            request = client.encrypt(m.images[i])
-        update("client: encrypt", i + 1, num_images)
-        update("server: inference", i, num_images)
-        last = [time.perf_counter()]
+    sizes: dict[str, int] = {}
 
-        def progress(done, total, step, i=i, last=last):
-            now = time.perf_counter()
-            by_kind[step.kind] += now - last[0]
-            by_layer[step.node] += now - last[0]
-            last[0] = now
-            if layer is not None:
-                layer(i, num_images, done, total, step)
+    def encrypt(batch) -> bytes:
+        request = client.encrypt(batch[0])
+        sizes["request_ciphertext"] = len(request)
+        return request
 
-        start = time.perf_counter()
-        reply = server.infer(request, progress=progress)
-        image_seconds.append(time.perf_counter() - start)
-        with clock("client decrypt"):
-            logits.append(client.decrypt(reply))
-        update("client: decrypt", i + 1, num_images)
-        sizes = {"request_ciphertext": len(request), "reply_ciphertext": len(reply)}
-    seconds["server inference"] = sum(image_seconds)
-    update("server: inference", num_images, num_images)
+    def decrypt(reply: bytes) -> np.ndarray:
+        sizes["reply_ciphertext"] = len(reply)
+        return client.decrypt(reply)[None]
 
-    got = np.stack(logits)
+    stages = {"encrypt": "client: encrypt", "run": "server: inference", "decrypt": "client: decrypt"}
+    result = infer_batches([m.images[i:i + 1] for i in range(num_images)], encrypt=encrypt, evaluate=server.infer,
+                           decrypt=decrypt, progress=layer,
+                           update=lambda stage, done, total: update(stages[stage], done, total))
+    seconds.update({"client encrypt": result.seconds["encrypt"], "client decrypt": result.seconds["decrypt"],
+                    "server inference": result.seconds["run"]})
+    image_seconds, steps = result.run_seconds, len(plan.steps)
+    got = result.logits
     pred, plain_pred = got.argmax(-1), plain_logits.argmax(-1)
     err = np.abs(got - plain_logits)
     over_range = err.max(axis=-1) / np.ptp(plain_logits, axis=-1)
@@ -540,12 +524,12 @@ def run_resnet(
         "latency_per_image_s": float(np.median(image_seconds[1:] or image_seconds)),  # steady: after the first
         "first_image_s": image_seconds[0],
         "first_image_includes_compilation": True,
-        "seconds_by_kind": dict(by_kind),
-        "seconds_by_layer": dict(by_layer),
+        "seconds_by_kind": result.kind_totals(),
+        "seconds_by_layer": result.node_totals(),
         "keygen_s": seconds["client keygen"],
         "key_bytes_in_memory": key_memory,
         "key_messages": eval_key_messages,
-        "peak_rss_bytes": _peak_rss_bytes(),
+        "peak_rss_bytes": result.peak_rss_bytes,
         "predictions": pred.tolist(),
         "plaintext_predictions": plain_pred.tolist(),
         "labels": None if labels is None else [int(v) for v in labels],

@@ -99,6 +99,10 @@ def run_cnn(
 ) -> dict:
     """Encrypted CNN inference on the digits test split through Client -> bytes -> Server -> bytes -> Client.
 
+    The CNN is the :mod:`hemx.nn` graph of the shipped weights (:func:`hemx.apps.cnn.compile_network`), compiled
+    with ``slots / 64`` images interleaved in every ciphertext; client and server compile it alike from the model
+    and the parameters. The server keeps the plaintexts it encoded (``CompiledNetwork.run``'s ``plaintexts``).
+
     Args:
         num_images: the first ``num_images`` test images (default: all 360).
         params: CKKS parameters (default :func:`hemx.apps.cnn.recommended_parameters`, 128-bit).
@@ -107,11 +111,11 @@ def run_cnn(
             default of one ciphertext per call the later calls show the steady-state latency.
         sampler: randomness (default the OS CSPRNG; a seeded sampler only in tests).
         update: ``update(stage, done, total)`` progress callback.
-        warm_up: the server runs the circuit once on a request-shaped encryption of zeros (made with the public
+        warm_up: the server runs the network once on a request-shaped encryption of zeros (made with the public
             key it holds) before the first request, as a service does when it starts: tracing and compiling
-            (or loading the compiled programs from JAX's persistent cache) happen there, timed as
-            "server warm-up", and the first request takes as long as the later ones. False: the first
-            request pays for them.
+            (or loading the compiled programs from JAX's persistent cache) and encoding the layers' plaintexts
+            happen there, timed as "server warm-up", and the first request takes as long as the later ones.
+            False: the first request pays for them.
     """
     from hemx.apps import cnn
 
@@ -127,32 +131,35 @@ def run_cnn(
             images, labels = images[:num_images], labels[:num_images]
         plain_logits = cnn.plaintext_forward(model, images)
         params = cnn.recommended_parameters() if params is None else params
-        spec = cnn.plan(model, params.n // 2)
+        net = cnn.compile_network(model, params)
+        per_ct = net.images_per_ciphertext
     update("model", 1, 1)
 
     # client: keys; only the context and the evaluation keys leave it
     with clock("client keygen"):
-        client = Client(params, rotations=spec.rotations, ntt=ntt, sampler=sampler)
+        client = Client(params, rotations=net.rotations, ntt=ntt, sampler=sampler)
         context_bytes, eval_key_bytes = client.parameters_bytes(), client.evaluation_keys_bytes()
     update("client: keygen", 1, 1)
     with clock("server set-up"):
         server = Server.from_bytes(context_bytes, eval_key_bytes, ntt=ntt)
-        encoded = cnn.encode_model(server.context, model, spec)
-        jax.block_until_ready(jax.tree_util.tree_leaves(encoded))
+        server_net = cnn.compile_network(model, server.context.params)
+        plaintexts: dict = {}  # the server's encoded layers, filled by the first run and reused
     update("server: set-up", 1, 1)
+    request_shape = (net.input_layout.num_cts, ciphertexts_per_batch, net.plan.slots)
     if warm_up:
         with clock("server warm-up"):
-            zeros = server.context.encrypt(np.zeros((ciphertexts_per_batch, spec.slots)), server.keys.public)
-            out = cnn.infer_encrypted(server.context, server.keys, zeros, model, spec, encoded=encoded)
+            zeros = server.context.encrypt(np.zeros(request_shape), server.keys.public)
+            out = server_net.run(server.context, server.keys, zeros, plaintexts=plaintexts)
             server.dump_ciphertext(out)  # the reply path too
         update("server: warm-up", 1, 1)
 
     # client: pack and encrypt, batches of equal shape (the last padded with empty images: one compilation)
     with clock("client encrypt"):
-        slots = cnn.pack_images(images, spec)
-        batches = -(-slots.shape[0] // ciphertexts_per_batch)
-        slots = np.concatenate([slots, np.zeros((batches * ciphertexts_per_batch - slots.shape[0], spec.slots))])
-        requests = [client.encrypt(slots[i * ciphertexts_per_batch : (i + 1) * ciphertexts_per_batch])
+        slots = net.pack_input(images[:, None])  # (input cts, ciphertexts, slots), images interleaved
+        batches = -(-slots.shape[1] // ciphertexts_per_batch)
+        padded = np.zeros(request_shape[:1] + (batches * ciphertexts_per_batch,) + request_shape[2:])
+        padded[:, :slots.shape[1]] = slots
+        requests = [client.encrypt(padded[:, i * ciphertexts_per_batch : (i + 1) * ciphertexts_per_batch])
                     for i in range(batches)]
     update("client: encrypt", 1, 1)
 
@@ -161,29 +168,29 @@ def run_cnn(
         update("server: inference", i, batches)
         start = time.perf_counter()
         ct = server.load_ciphertext(request)
-        out = cnn.infer_encrypted(server.context, server.keys, ct, model, spec, encoded=encoded)
+        out = server_net.run(server.context, server.keys, ct, plaintexts=plaintexts)
         replies.append(server.dump_ciphertext(out))  # serializing reads the result: blocks on it
         batch_seconds.append(time.perf_counter() - start)
     clock.seconds["server inference"] = sum(batch_seconds)
     update("server: inference", batches, batches)
 
     with clock("client decrypt"):
-        values = np.concatenate([np.asarray(client.decrypt(r)).reshape(-1, spec.slots) for r in replies])
-        logits = cnn.unpack_logits(values, spec, len(images))
+        logits = np.concatenate([net.decode_output(client.decrypt(r)) for r in replies])[:len(images)]
     update("client: decrypt", 1, 1)
 
     enc_pred, plain_pred = np.argmax(logits, axis=1), np.argmax(plain_logits, axis=1)
     steady = batch_seconds[1:] or batch_seconds
-    images_per_batch = ciphertexts_per_batch * spec.images_per_ciphertext
+    images_per_batch = ciphertexts_per_batch * per_ct
     return {
         "workload": "cnn",
         "images": len(images),
-        "ciphertexts": spec.num_ciphertexts(len(images)),
-        "images_per_ciphertext": spec.images_per_ciphertext,
+        "ciphertexts": net.input_layout.num_cts * -(-len(images) // per_ct),
+        "images_per_ciphertext": per_ct,
         "parameters": params.describe(),
         "ntt": server.context.plan.method,  # what ran (the default when ntt is None)
-        "rotation_keys": len(spec.rotations),
-        "key_switches_per_ciphertext": spec.key_switches(),
+        "rotation_keys": len(net.rotations),
+        # rotations and relinearizations (one per ciphertext product): every key switch one ciphertext takes
+        "key_switches_per_ciphertext": net.plan.key_switches + net.plan.ct_mults,
         "accuracy_plaintext": float(np.mean(plain_pred == labels)),
         "accuracy_encrypted": float(np.mean(enc_pred == labels)),
         "agreement": float(np.mean(enc_pred == plain_pred)),

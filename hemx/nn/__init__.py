@@ -13,7 +13,8 @@
   linear layers' data as arguments of a traced program, and :func:`lift_constants` the context's tables too
   (:mod:`hemx.nn.program`), for ``jax.export`` without large constants).
 * front ends: :func:`from_jax` (any JAX function, read from its jaxpr: Flax, Haiku, Equinox or plain JAX) and
-  :func:`from_keras_h5` (Keras ``.h5`` weights, read with h5py);
+  :func:`from_keras_h5` (Keras ``.h5`` weights, read with h5py); :func:`from_onnx` (ONNX graphs, opset 13 or later,
+  read with the ``onnx`` package: the ``hemx[onnx]`` extra);
 * :mod:`hemx.nn.models`: ResNet-20 in plain JAX (init, apply, graph, the shipped Fashion-MNIST weights);
   :mod:`hemx.nn.data`: Fashion-MNIST (Debian's package) and the CIFAR-10 files of two PyPI packages.
 
@@ -30,12 +31,13 @@ from hemx.nn.compiler import CompiledNetwork, Plan, Step, compile  # noqa: A004 
 from hemx.nn.program import LiftedProgram, lift_constants
 from hemx.nn.trace import from_jax
 from hemx.nn.keras import from_keras_h5
+from hemx.nn.onnx import from_onnx
 from hemx.nn.models import load_resnet20_fmnist, resnet20_apply, resnet20_graph, resnet20_init
 
 __all__ = [
     "Graph", "Node", "Input", "Conv2D", "BatchNorm", "AvgPool2D", "MaxPool2D", "GlobalAvgPool", "Flatten", "Dense",
     "Affine", "Add", "Activation", "Multiply", "reference", "sequential",
     "Layout", "image_layout", "vector_layout", "SignComposite", "sign_composite", "relu_error_bound", "relu_approx",
-    "compile", "CompiledNetwork", "Plan", "Step", "from_jax", "from_keras_h5", "resnet20_init", "resnet20_apply",
-    "resnet20_graph", "load_resnet20_fmnist", "lift_constants", "LiftedProgram",
+    "compile", "CompiledNetwork", "Plan", "Step", "from_jax", "from_keras_h5", "from_onnx", "resnet20_init",
+    "resnet20_apply", "resnet20_graph", "load_resnet20_fmnist", "lift_constants", "LiftedProgram",
 ]

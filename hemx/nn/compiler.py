@@ -19,6 +19,8 @@ pass's output (``net.passes``); ``CompiledNetwork.keygen`` makes its keys, ``run
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from hemx.circuits import CKKSEvaluator, SlotSimulator
@@ -93,7 +95,8 @@ def _bootstrap_level(params: CKKSParameters | None) -> int | None:
 def compile(graph: Graph, target, *, calibration=None, margin: float = DEFAULT_MARGIN,  # noqa: A001
             bootstrap: bool | None = None, bootstrap_level: int | None = None, boot_bound: float = DEFAULT_BOOT_BOUND,
             input_level: int | None = None, slots: int | None = None, relu: acts.SignComposite | None = None,
-            grid: tuple[int, int] | None = None, bsgs_ratio: float = packing.DEFAULT_BSGS_RATIO) -> CompiledNetwork:
+            grid: tuple[int, int] | None = None, bsgs_ratio: float = packing.DEFAULT_BSGS_RATIO,
+            images_per_ciphertext: int = 1) -> CompiledNetwork:
     """Compile ``graph`` for ``target`` (module docstring).
 
     With bootstrapping and no ``input_level``, inputs are encrypted at the bootstrap's output level when that
@@ -115,10 +118,15 @@ def compile(graph: Graph, target, *, calibration=None, margin: float = DEFAULT_M
         slots: slots per ciphertext (default: the target's).
         relu: the sign composite for ReLU (default :func:`hemx.nn.activations.sign_composite`).
         grid: ``(Hg, Wg)`` of the input image layout (default: the smallest powers of two).
+        images_per_ciphertext: ``B``, a power of two: each ciphertext holds ``B`` images interleaved (slot
+            ``s B + b`` holds slot ``s`` of image ``b``'s ``slots / B``-slot layout; :mod:`hemx.nn.packing`): the
+            single-image program on ``slots / B`` slots with every rotation ``r`` run as ``r B`` and every
+            plaintext repeated ``B`` times, so one evaluation serves ``B`` times as many images. Default 1: one
+            image per ciphertext (images on the ciphertexts' batch axis).
     """
     c = start(graph, target, calibration=calibration, margin=margin, bootstrap=bootstrap,
               bootstrap_level=bootstrap_level, boot_bound=boot_bound, input_level=input_level, slots=slots, relu=relu,
-              grid=grid, bsgs_ratio=bsgs_ratio)
+              grid=grid, bsgs_ratio=bsgs_ratio, images_per_ciphertext=images_per_ciphertext)
     front, front_outputs = run_passes(c, FRONT)
     top = _network(front, front_outputs)
     low_level = top.plan.bootstrap_level
@@ -142,7 +150,7 @@ def _network(front: Compilation, front_outputs: tuple) -> CompiledNetwork:
 def start(graph: Graph, target, *, calibration=None, margin: float = DEFAULT_MARGIN, bootstrap: bool | None = None,
           bootstrap_level: int | None = None, boot_bound: float = DEFAULT_BOOT_BOUND, input_level: int | None = None,
           slots: int | None = None, relu: acts.SignComposite | None = None, grid: tuple[int, int] | None = None,
-          bsgs_ratio: float = packing.DEFAULT_BSGS_RATIO) -> Compilation:
+          bsgs_ratio: float = packing.DEFAULT_BSGS_RATIO, images_per_ciphertext: int = 1) -> Compilation:
     """:func:`compile`'s arguments checked -> the :class:`~hemx.nn.passes.ir.Compilation` the passes start from."""
     if not isinstance(graph, Graph):
         raise ParameterError(f"compile takes a hemx.nn.Graph, got {type(graph).__name__}")
@@ -150,6 +158,9 @@ def start(graph: Graph, target, *, calibration=None, margin: float = DEFAULT_MAR
         raise ParameterError(f"margin must be a number >= 1, got {margin!r}")
     tgt = _target(target, slots)
     packing._check_slots(tgt.slots)
+    images = packing.check_images(images_per_ciphertext, tgt.slots)
+    if images > 1:
+        tgt = dataclasses.replace(tgt, slots=tgt.slots // images, images=images)
     has_relu = any(isinstance(n.layer, Activation) and n.layer.kind == "relu" or isinstance(n.layer, MaxPool2D)
                    for n in graph.nodes)
     cal = None

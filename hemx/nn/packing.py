@@ -45,6 +45,15 @@ bit for bit.
 
 Every layout records whether the slots outside its positions are zero (``clean``); linear maps read only their
 input's positions, so they accept unclean inputs and produce clean outputs.
+
+Interleaved images (``compile(..., images_per_ciphertext=B)``, :func:`interleave`): for small images the layout
+above fills a fraction of a ciphertext, and one image per slot vector wastes the rest. With ``B`` images per
+ciphertext (a power of two) every layout is the one above on ``S / B`` slots, and slot ``s B + b`` of the
+ciphertext holds slot ``s`` of image ``b``. A rotation by ``r B`` then rotates every image's ``S / B``-slot vector
+by ``r`` cyclically, without mixing images, and a plaintext whose per-image slot values are repeated ``B`` times
+(``np.repeat``) multiplies every image by the same diagonal: the single-image program on ``S / B`` slots, each
+rotation ``r`` run as ``r B`` and each plaintext repeated (:class:`hemx.nn.run.InterleavedEvaluator`), evaluates
+``B`` images at the cost of one. Depth, levels and bootstraps are those of the single-image program.
 """
 
 from __future__ import annotations
@@ -146,6 +155,61 @@ def _check_slots(slots) -> int:
     if isinstance(slots, bool) or not isinstance(slots, (int, np.integer)) or slots < 1 or slots & (slots - 1):
         raise ParameterError(f"slots must be a power of two, got {slots!r}")
     return int(slots)
+
+
+def check_images(images, slots: int) -> int:
+    """``images_per_ciphertext`` checked: a power of two from 1 to ``slots``."""
+    if isinstance(images, bool) or not isinstance(images, (int, np.integer)) or images < 1 or images & (images - 1):
+        raise ParameterError(f"images_per_ciphertext must be a power of two >= 1 (1: one image per ciphertext), "
+                             f"got {images!r}")
+    if images > slots:
+        raise ParameterError(f"images_per_ciphertext={images} exceeds the {slots} slots of a ciphertext: use at most "
+                             f"{slots} (each image gets slots / images_per_ciphertext slots)")
+    return int(images)
+
+
+def interleave(values, images: int) -> np.ndarray:
+    """Per-image slot values -> interleaved ciphertext slot values (module docstring).
+
+    ``values``: ``(num_cts, n, s)`` (``n`` images, each ``s`` slots per ciphertext) or ``(num_cts, s)`` (one image).
+    Returns ``(num_cts, ceil(n / images), s * images)``: ciphertext batch entry ``m`` holds images
+    ``m * images + b`` at slots ``t * images + b`` (images past ``n``: zeros); one image gives ``(num_cts,
+    s * images)`` with the image at ``b = 0``."""
+    v = np.asarray(values)
+    single = v.ndim == 2
+    if single:
+        v = v[:, None]
+    if v.ndim != 3:
+        raise ShapeError(f"slot values must be (num_cts, [n,] slots), got {np.shape(values)}")
+    num_cts, n, s = v.shape
+    groups = -(-n // images)
+    padded = np.zeros((num_cts, groups * images, s), v.dtype)
+    padded[:, :n] = v
+    out = padded.reshape(num_cts, groups, images, s).transpose(0, 1, 3, 2).reshape(num_cts, groups, s * images)
+    return out[:, 0] if single else out
+
+
+def deinterleave(values, images: int) -> np.ndarray:
+    """Interleaved ciphertext slot values ``(num_cts, [m,] S)`` -> per-image slot values
+    ``(num_cts, m * images, S / images)`` (``(num_cts, images, S / images)`` without the batch axis): the inverse
+    of :func:`interleave`, every image slot of the ciphertexts included."""
+    v = np.asarray(values)
+    if v.ndim == 2:
+        v = v[:, None]
+    if v.ndim != 3 or v.shape[2] % images:
+        raise ShapeError(f"slot values must be (num_cts, [m,] slots) with slots a multiple of {images}, "
+                         f"got {np.shape(values)}")
+    num_cts, m, slots = v.shape
+    s = slots // images
+    return v.reshape(num_cts, m, s, images).transpose(0, 1, 3, 2).reshape(num_cts, m * images, s)
+
+
+def repeat_slots(values, images: int):
+    """Per-image slot values ``(..., s)`` -> ``(..., s * images)``, each slot repeated ``images`` times: the
+    interleaved plaintext that applies the same values to every image (numpy, or jax.numpy for traced values)."""
+    if isinstance(values, jax.core.Tracer):
+        return jnp.repeat(values, images, axis=-1)
+    return np.repeat(np.asarray(values), images, axis=-1)
 
 
 def image_layout(shape: Sequence[int], slots: int, *, grid: tuple[int, int] | None = None, gap: int = 1) -> Layout:
@@ -352,7 +416,8 @@ class DiagonalMap:
         xs = [ev.drop_level(x, level) if ev.level(x) > level else x for x in xs]
         if level < 1:
             raise LevelError("a linear layer consumes one level: its input is at level 0 (bootstrap first)")
-        rows = None if data is None else data["diagonals"]
+        rows = None if data is None else data.get("diagonals")
+        cache = None if data is None else data.get("plaintexts")
         stacks = {ji: ev.rotate_stack(xs[ji], steps) for ji, steps in self.babies.items()}
         outs = []
         for jo, giants in enumerate(self.schedule):
@@ -360,8 +425,9 @@ class DiagonalMap:
             for g, terms in giants:
                 acc = None
                 for term in terms:
-                    if rows is None:
-                        pt = self.encode(ev, level, term)  # this giant's rows only
+                    if rows is None:  # this giant's rows only
+                        pt = cached_plaintext(cache, ("term", term.start), level, ev.rescale_divisor(level),
+                                              lambda: self.encode(ev, level, term))
                     else:
                         pt = encode_values(ev, rows[term.start:term.start + len(term.pos)], level=level,
                                            scale=ev.rescale_divisor(level), rows=len(term.keys), pos=term.pos)
@@ -375,7 +441,12 @@ class DiagonalMap:
                 first = ev.rescale(ev.mul_const(xs[0], 0.0, plain_scale=ev.rescale_divisor(level)))
                 acc_out = first
             if self.bias is not None and np.any(self.bias[jo]):
-                acc_out = add_values(ev, acc_out, self.bias[jo] if data is None else data["bias"][jo])
+                if data is not None and "bias" in data:
+                    acc_out = add_values(ev, acc_out, data["bias"][jo])
+                else:
+                    lv, sc = ev.level(acc_out), ev.scale(acc_out)
+                    acc_out = ev.add(acc_out, cached_plaintext(
+                        cache, ("bias", jo), lv, sc, lambda: encode_values(ev, self.bias[jo], level=lv, scale=sc)))
             outs.append(acc_out)
         return outs
 
@@ -617,8 +688,12 @@ class GlobalAvgPoolOp:
             level = ev.level(x)
             if level < 1:
                 raise LevelError("global average pooling consumes one level: its input is at level 0")
-            mask = encode_values(ev, self.mask[j] if data is None else data["mask"][j], level=level,
-                                 scale=ev.rescale_divisor(level))
+            div = ev.rescale_divisor(level)
+            if data is not None and "mask" in data:
+                mask = encode_values(ev, data["mask"][j], level=level, scale=div)
+            else:
+                mask = cached_plaintext(None if data is None else data.get("plaintexts"), ("mask", j), level, div,
+                                        lambda: encode_values(ev, self.mask[j], level=level, scale=div))
             y = ev.rescale(ev.mul_plain(x, mask))
             for s in self.steps:
                 y = ev.add(y, ev.rotate(y, s))
@@ -651,12 +726,26 @@ def encode_values(ev, values, *, level: int, scale: float, rows: int | None = No
     return ev.encode(values, level=level, scale=scale, rows=rows, pos=pos)
 
 
+def cached_plaintext(cache: dict | None, key, level: int, scale: float, make: Callable[[], Any]):
+    """The plaintext ``make()`` (an encoding at ``level`` and ``scale``), kept in ``cache`` under ``key`` and reused
+    while it was made at the same level and scale (``cache``: one step's dict of ``CompiledNetwork.run``'s
+    ``plaintexts``, filled by eager runs only; None: encode every time)."""
+    if cache is None:
+        return make()
+    hit = cache.get(key)
+    if hit is not None and hit[0] == level and hit[1] == scale:
+        return hit[2]
+    pt = make()
+    cache[key] = (level, scale, pt)
+    return pt
+
+
 def add_values(ev, x, values):
     """``x + values`` (one ciphertext's slot values, possibly traced), the values encoded at ``x``'s level and
     scale by :func:`encode_values`."""
     return ev.add(x, encode_values(ev, values, level=ev.level(x), scale=ev.scale(x)))
 
 
-__all__ = ["Layout", "image_layout", "vector_layout", "DiagonalMap", "conv_map", "avgpool_map", "dense_map",
-           "channel_affine_map", "conv_output_layout", "GlobalAvgPoolOp", "encode_values", "add_values",
-           "DEFAULT_BSGS_RATIO"]
+__all__ = ["Layout", "check_images", "interleave", "deinterleave", "repeat_slots", "image_layout", "vector_layout",
+           "DiagonalMap", "conv_map", "avgpool_map", "dense_map", "channel_affine_map", "conv_output_layout",
+           "GlobalAvgPoolOp", "encode_values", "add_values", "cached_plaintext", "DEFAULT_BSGS_RATIO"]

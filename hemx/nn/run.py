@@ -4,12 +4,18 @@ of its input and output) evaluated step by step on ciphertexts or on a :class:`~
 Each step runs its op (:meth:`hemx.nn.steps.Op.apply`); a value is a list of ciphertexts (one per ciphertext of
 its layout) with the input's batch axes, freed once no later step reads it. Bootstraps (:func:`bootstrap_values`)
 run one ciphertext at a time on a Context.
+
+With ``images_per_ciphertext = B > 1`` (:mod:`hemx.nn.packing`: images interleaved) the steps are the single-image
+program on ``slots / B`` slots, run through an :class:`InterleavedEvaluator` (rotations times ``B``, plaintexts
+repeated ``B`` times); inputs are packed with :func:`~hemx.nn.packing.interleave`, outputs unpacked with
+:func:`~hemx.nn.packing.deinterleave`.
 """
 
 from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -39,6 +45,11 @@ class CompiledNetwork:
         self.bounds = bounds
 
     @property
+    def images_per_ciphertext(self) -> int:
+        """Images each ciphertext holds, interleaved (1: one image per ciphertext, images on the batch axis)."""
+        return self.plan.images_per_ciphertext
+
+    @property
     def rotations(self) -> tuple[int, ...]:
         """Rotation steps for ``ctx.keygen(rotations=...)``; when ``plan.bootstraps``, also pass the bootstrap
         (``bootstrap=hemx.circuits.bootstrap.bootstrapper_for(ctx)`` or its parameters), as :meth:`keygen` does."""
@@ -56,12 +67,14 @@ class CompiledNetwork:
                           rotation_level=dict(self.plan.rotation_levels))
 
     def encrypt_input(self, backend, keys, x):
-        """Pack ``x`` (``input_shape`` or ``(B, *input_shape)``) and encrypt it at the plan's input level.
+        """Pack ``x`` (``input_shape`` or ``(n, *input_shape)``) and encrypt it at the plan's input level.
 
         ``backend``: a Context (``keys``: its KeySet or public key) or a SlotSimulator (``keys`` ignored). Returns
-        one value with a leading axis of ``num_cts`` ciphertexts (then the batch axis, if any).
+        one value with a leading axis of ``num_cts`` ciphertexts (then the batch axis, if any). With
+        ``images_per_ciphertext = B > 1`` the batch axis has ``ceil(n / B)`` entries of ``B`` interleaved images
+        each (the last padded with zero images); one image (no batch axis) fills image 0 of one ciphertext.
         """
-        values = self.input_layout.pack(x)
+        values = self.pack_input(x)
         if isinstance(backend, SlotSimulator):
             return backend.encrypt(values, level=self.plan.input_level, scale=self.scale)
         if isinstance(backend, CKKSEvaluator):
@@ -71,9 +84,26 @@ class CompiledNetwork:
         pt = backend.encode(values, level=self.plan.input_level, scale=self.scale)
         return backend.encrypt(pt, keys)
 
+    def pack_input(self, x) -> np.ndarray:
+        """``x`` (``input_shape`` or ``(n, *input_shape)``) -> the slot values :meth:`encrypt_input` encrypts:
+        ``(num_cts, [n,] slots)``, or ``(num_cts, [ceil(n / B),] slots)`` with ``B > 1`` images per ciphertext."""
+        values = self.input_layout.pack(x)
+        images = self.images_per_ciphertext
+        return values if images == 1 else packing.interleave(values, images)
+
     def decode_output(self, values) -> np.ndarray:
-        """Decrypted slot values ``(num_cts, [B,] slots)`` of :meth:`run`'s result -> the output ``(B, ...)``."""
-        return self.output_layout.unpack(values)
+        """Decrypted slot values ``(num_cts, [m,] slots)`` of :meth:`run`'s result -> the output ``(m, ...)``
+        (``shape`` without the batch axis). With ``B > 1`` images per ciphertext: ``(m B, ...)``, every image slot of
+        the ciphertexts (padding images included: keep the first ``n``), ``(B, ...)`` without the batch axis."""
+        images = self.images_per_ciphertext
+        if images == 1:
+            return self.output_layout.unpack(values)
+        v = np.asarray(values)
+        if np.iscomplexobj(v):
+            v = v.real
+        if v.ndim not in (2, 3) or v.shape[-1] != self.plan.slots:
+            raise ShapeError(f"slot values must be (num_cts, [m,] slots={self.plan.slots}), got {np.shape(values)}")
+        return self.output_layout.unpack(packing.deinterleave(v, images))
 
     def decrypt_output(self, backend, keys, out) -> np.ndarray:
         """Decrypt (Context + secret keys, or a SlotSimulator) and decode :meth:`run`'s result."""
@@ -121,14 +151,13 @@ class CompiledNetwork:
                 continue
             limbs = params.limbs_at_level(level)
             log_q = sum(math.log2(q) for q in params.moduli[:limbs])
-            scale = self.scale if name == "bias" else float(math.prod(
-                params.moduli[params.limbs_at_level(level - 1):limbs]))
+            scale = self.scale if name == "bias" else params.rescale_divisor(level)
             if math.log2(peak) + math.log2(scale) >= log_q - 1:
                 raise OverflowBoundError(f"step {step.output!r}: its {name} values reach {peak:.4g}, which at scale "
                                          f"2^{math.log2(scale):.1f} do not fit the modulus at level {level}")
 
     def run(self, backend, keys, encrypted_input, *, progress=None, release_diagonals: bool | None = None,
-            diagonals: dict | None = None):
+            diagonals: dict | None = None, plaintexts: dict | None = None):
         """Evaluate the network on an encrypted (or simulated) input from :meth:`encrypt_input`.
 
         ``backend``: a Context (with ``keys``: the evaluation keys of :meth:`keygen`) or a hemx.circuits evaluator
@@ -142,6 +171,13 @@ class CompiledNetwork:
         the program when it is traced, and nothing of the layers' size is a constant of the program
         (``jax.jit(lambda ct, keys, d: net.run(ctx, keys, ct, diagonals=d))``). The same result, bit for bit, as
         without it.
+
+        ``plaintexts``: a dict (empty at first) this run fills with every plaintext it encodes (the linear layers'
+        diagonals and biases, the pooling masks: ``{step name: {key: (level, scale, plaintext)}}``) and later runs
+        on the same context reuse instead of encoding again: a server that evaluates the network many times keeps
+        one per context. Memory: ``plaintext_mults`` plaintexts at their levels (the digits CNN at N = 2^14: 333,
+        about 0.2 GiB; ResNet-20 at ``boot_16``: far too many, leave it None there). Eager runs only (not inside a
+        ``jax.jit`` trace), without ``diagonals``. The same result, bit for bit, as without it.
         """
         ev = as_evaluator(backend, keys)
         if release_diagonals is None:
@@ -152,9 +188,18 @@ class CompiledNetwork:
                                  "compile it for this context")
         if ev.slots != self.plan.slots:
             raise ParameterError(f"the network was compiled for {self.plan.slots} slots, the backend has {ev.slots}")
+        if self.images_per_ciphertext > 1:
+            ev = InterleavedEvaluator(ev, self.images_per_ciphertext)
         if diagonals is not None:
             self._check_diagonals(diagonals)
             release_diagonals = False  # nothing built
+        if plaintexts is not None:
+            if not isinstance(plaintexts, dict) or diagonals is not None:
+                raise ParameterError("plaintexts must be a dict (empty at first, then the one a run filled) and "
+                                     "cannot be combined with diagonals")
+            if isinstance(getattr(encrypted_input, "data", None), jax.core.Tracer):
+                raise ParameterError("plaintexts keeps encoded plaintexts between eager runs: leave it None inside "
+                                     "a jax.jit trace (pass diagonals there)")
         n_in = self.input_layout.num_cts
         if ev.level(encrypted_input) != self.plan.input_level:
             raise LevelError(f"the input is at level {ev.level(encrypted_input)}, the plan expects "
@@ -168,6 +213,8 @@ class CompiledNetwork:
         last_use = {v: i for i, step in enumerate(self.plan.steps) for v in step.inputs}
         for i, step in enumerate(self.plan.steps):
             data = None if diagonals is None else diagonals.get(step.output)
+            if plaintexts is not None and step.op.has_data:
+                data = {"plaintexts": plaintexts.setdefault(step.output, {})}
             values[step.output] = step.op.apply(ev, step, [values[v] for v in step.inputs], data)
             if release_diagonals:
                 step.op.release()
@@ -198,6 +245,55 @@ class CompiledNetwork:
                                          f"{getattr(given[key], 'dtype', type(given[key]).__name__)}")
 
 
+class InterleavedEvaluator:
+    """An evaluator whose values hold ``images`` interleaved images (:mod:`hemx.nn.packing`), seen as one image on
+    ``slots / images`` slots: a rotation by ``r`` is one by ``r * images`` of ``inner``, and every plaintext or slot
+    vector ``(..., slots / images)`` is repeated ``images`` times (:func:`~hemx.nn.packing.repeat_slots`) before
+    ``inner`` encodes it. Everything else is ``inner``'s (levels, scales, products, stacking), unchanged.
+
+    Args:
+        inner: the evaluator of the ciphertexts (a :class:`~hemx.circuits.CKKSEvaluator` or a SlotSimulator).
+        images: ``B``, a power of two dividing ``inner.slots``.
+    """
+
+    def __init__(self, inner, images: int):
+        self.inner = inner
+        self.images = packing.check_images(images, inner.slots)
+        self.slots = inner.slots // self.images
+        self.max_level = inner.max_level
+        self.default_scale = inner.default_scale
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # (not yet set)
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def _spread(self, b):
+        """A slot vector of one image -> the interleaved one; numbers and backend values as they are."""
+        if isinstance(b, (np.ndarray, jax.Array, list, tuple)) and np.ndim(b) > 0:
+            return packing.repeat_slots(b, self.images)
+        return b
+
+    def rotate(self, x, steps):
+        return self.inner.rotate(x, int(steps) * self.images)
+
+    def rotate_many(self, x, steps):
+        return self.inner.rotate_many(x, [int(s) * self.images for s in steps])
+
+    def rotate_stack(self, x, steps):
+        return self.inner.rotate_stack(x, [int(s) * self.images for s in steps])
+
+    def encode(self, values, *, level, scale, rows=None, pos=None):
+        return self.inner.encode(packing.repeat_slots(values, self.images), level=level, scale=scale, rows=rows,
+                                 pos=pos)
+
+    def add(self, a, b):
+        return self.inner.add(a, self._spread(b))
+
+    def sub(self, a, b):
+        return self.inner.sub(a, self._spread(b))
+
+
 def _unbounded(x):
     return x.replace(bound=None) if getattr(x, "bound", None) is not None else x
 
@@ -221,7 +317,10 @@ def unstack_values(ev, x, n: int) -> list:
 def bootstrap_values(ev, xs: list, *, level: int, factor: float = 1.0) -> list:
     """A value's ciphertexts refreshed to ``level`` (the plan's bootstrap level): ``x / factor`` first (one level)
     when ``factor`` is not 1, then the bootstrap, then the exact integer product by ``factor``. On a
-    SlotSimulator the refresh only resets the level."""
+    SlotSimulator the refresh only resets the level. Bootstrapping is slot-wise: interleaved images are refreshed
+    on ``inner``, all at once."""
+    if isinstance(ev, InterleavedEvaluator):
+        ev = ev.inner
     if isinstance(ev, CKKSEvaluator) and len(xs) > 1:
         # one ciphertext at a time: a batch of two doubles the bootstrap's working set (about 2 GiB at boot_16)
         # and was not faster on the 2-core CPU (ResNet-20's stage 3: 43.8 s for two, 8-21 s for one)
@@ -245,4 +344,4 @@ def bootstrap_values(ev, xs: list, *, level: int, factor: float = 1.0) -> list:
     return unstack_values(ev, y, len(xs))
 
 
-__all__ = ["CompiledNetwork", "bootstrap_values", "stack_values", "unstack_values"]
+__all__ = ["CompiledNetwork", "InterleavedEvaluator", "bootstrap_values", "stack_values", "unstack_values"]

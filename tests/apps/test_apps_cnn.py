@@ -1,24 +1,23 @@
-"""hemx.apps.cnn: plaintext model, packed layout (simulated with numpy rolls) and encrypted inference.
+"""hemx.apps.cnn: plaintext model, the hemx.nn network of it (interleaved images) and encrypted inference.
 
-The layout tests run the packed circuit on cleartext slot vectors (rotations as ``np.roll``) and compare with
-an independent loop-based forward pass; the encrypted tests run one ciphertext of test images on a small,
-insecure ring (N = 2^11, allowed in tests only) with a seeded sampler.
+The layout tests run the compiled network on cleartext slot vectors (hemx.circuits.SlotSimulator: rotations as
+``np.roll``) and compare with an independent loop-based forward pass; the encrypted tests run one ciphertext of
+test images on a small, insecure ring (N = 2^11, allowed in tests only) with a seeded sampler.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import warnings
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import hemx
 from hemx.apps import cnn
-from hemx.apps import _cnn_circuit as circuit
-from hemx.apps import _cnn_layout as layout
 from hemx.circuits import SlotSimulator
+from hemx.demo import workloads
 from hemx.ckks import InsecureParametersWarning, Sampler
 from hemx.errors import (
     LevelError,
@@ -26,7 +25,6 @@ from hemx.errors import (
     ParameterError,
     SerializationError,
     ShapeError,
-    SlotError,
 )
 
 from tests.helpers.ckks_helpers import FAST_NTT, INSECURE, check_error, small_params
@@ -170,117 +168,111 @@ def test_model_and_image_validation():
         cnn.plaintext_forward("model", np.zeros((1, 8, 8)))
 
 
-# ------------------------------------------------------------------------------------------------ layout (numpy)
+# ------------------------------------------------------------------------------------ layout (cleartext simulator)
+
+
+def exact_network(model: cnn.CNNModel, slots: int):
+    """The compiled network and a cleartext simulator (exact, levels counted) with ``slots`` slots."""
+    sim = SlotSimulator(None, slots=slots, max_level=cnn.DEPTH)
+    return cnn.compile_network(model, sim), sim
+
+
+def run_exact(model: cnn.CNNModel, slots: int, images: np.ndarray) -> np.ndarray:
+    net, sim = exact_network(model, slots)
+    packed = net.pack_input(images[:, None])
+    per_ct = net.images_per_ciphertext
+    assert packed.shape == (1, -(-len(images) // per_ct), slots)
+    out = net.run(sim, None, net.encrypt_input(sim, None, images[:, None]))
+    assert out.level == 0  # the five levels, no more
+    return net.decrypt_output(sim, None, out)[:len(images)]
 
 
 @pytest.mark.parametrize("slots", [64, 256, 8192])
-def test_simulated_circuit_equals_plaintext_bundled(slots):
+def test_simulated_network_equals_plaintext_bundled(slots):
     model = cnn.load_model()
-    _, x_test, _, _ = digits()
-    images = x_test[:100]  # 100 images: a partial last ciphertext at every slot count
-    spec = cnn.plan(model, slots)
-    packed = cnn.pack_images(images, spec)
-    assert packed.shape == (spec.num_ciphertexts(100), slots)
-    got = cnn.unpack_logits(cnn.simulate_packed(model, spec, packed), spec, 100)
-    np.testing.assert_allclose(got, loop_forward(model, images), rtol=1e-11, atol=1e-11)
+    images = digits()[1][:100]  # 100 images: a partial last ciphertext at every slot count above 64
+    np.testing.assert_allclose(run_exact(model, slots, images), loop_forward(model, images), rtol=1e-11, atol=1e-11)
 
 
 @pytest.mark.parametrize("channels, hidden", [(1, 1), (3, 10), (2, 64), (5, 33)])
-def test_simulated_circuit_equals_plaintext_random_models(channels, hidden):
+def test_simulated_network_equals_plaintext_random_models(channels, hidden):
     rng = np.random.default_rng(channels * 100 + hidden)
     model = random_model(rng, channels, hidden)
     images = rng.integers(0, 17, (40, 8, 8)).astype(float)
-    spec = cnn.plan(model, 512)
-    got = cnn.unpack_logits(cnn.simulate_packed(model, spec, cnn.pack_images(images, spec)), spec, 40)
-    np.testing.assert_allclose(got, loop_forward(model, images), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(run_exact(model, 512, images), loop_forward(model, images), rtol=1e-10, atol=1e-10)
 
 
-def test_pack_and_unpack_slot_positions():
-    model = cnn.load_model()
-    spec = cnn.plan(model, 256)  # B = 4 images per ciphertext
+def test_pack_and_decode_slot_positions():
+    """Slot ``p * B + b`` of ciphertext ``c`` holds pixel ``p`` (raw: the 1/16 is in the kernels) of image
+    ``c * B + b``; logit ``k`` of that image comes back from slot ``k * B + b``."""
+    net, _ = exact_network(cnn.load_model(), 256)  # B = 4 images per ciphertext
+    assert net.images_per_ciphertext == 4
     rng = np.random.default_rng(0)
     images = rng.integers(0, 17, (6, 8, 8)).astype(float)
-    packed = cnn.pack_images(images, spec)
-    assert packed.shape == (2, 256)
+    packed = net.pack_input(images[:, None])
+    assert packed.shape == (1, 2, 256)
     for n in range(8):
         ct, b = divmod(n, 4)
         for p in range(64):
-            want = images[n].reshape(-1)[p] / 16.0 if n < 6 else 0.0
-            assert packed[ct, p * 4 + b] == want
-    slots = rng.normal(size=(2, 256))
-    logits = cnn.unpack_logits(slots, spec, 7)
-    for n in range(7):
+            want = images[n].reshape(-1)[p] if n < 6 else 0.0
+            assert packed[0, ct, p * 4 + b] == want
+    slots = rng.normal(size=(1, 2, 256))
+    logits = net.decode_output(slots)
+    assert logits.shape == (8, 10)  # every image slot of the two ciphertexts (the caller keeps the first n)
+    for n in range(8):
         ct, b = divmod(n, 4)
-        np.testing.assert_array_equal(logits[n], [slots[ct, k * 4 + b] for k in range(10)])
+        np.testing.assert_array_equal(logits[n], [slots[0, ct, k * 4 + b] for k in range(10)])
     with pytest.raises(ShapeError):
-        cnn.unpack_logits(np.zeros((2, 128)), spec)
+        net.decode_output(np.zeros((2, 128)))
     with pytest.raises(ShapeError):
-        cnn.unpack_logits(slots, spec, 9)
-
-
-@pytest.mark.parametrize("baby", [1, 4, 16])
-def test_bsgs_matvec_matches_matrix_product(baby):
-    rng = np.random.default_rng(baby)
-    structure = rng.random((64, 64)) < 0.05
-    matrices = rng.normal(size=(3, 64, 64)) * structure
-    chosen = layout.plan_matvec(structure, 3)
-    plan = layout.MatVecPlan(baby, chosen.diagonals, tuple(sorted({d // baby for d in chosen.diagonals})))
-    spec = dataclasses.replace(cnn.plan(cnn.load_model(), 128), fc1=plan)
-    x = rng.normal(size=(3, 2, 64))  # (channel, ciphertext, position)
-    slots = np.repeat(x, spec.images_per_ciphertext, axis=-1)  # every image of a ciphertext alike
-    diagonals = np.repeat(layout.bsgs_diagonals(matrices, plan), 2, axis=-1)[:, :, :, None, :]
-    sim = SlotSimulator(None, slots=128, max_level=1)
-    out = circuit._matvec(sim, sim.encrypt(slots), circuit.encode_diagonals(sim, diagonals, plan, 1), plan,
-                          spec.images_per_ciphertext)
-    got = sim.decrypt(out)
-    want = np.einsum("cij,ckj->ki", matrices, x)
-    np.testing.assert_allclose(got[:, ::2], want, rtol=1e-12, atol=1e-12)
-    assert got.shape == (2, 128) and out.level == 0  # one level
-    assert sim.rotations_used == {r * spec.images_per_ciphertext for r in plan.rotations}
+        net.decode_output(np.zeros((1, 2, 3, 256)))
 
 
 @pytest.mark.parametrize("fast", [False, True])
-def test_simulated_circuit_scale_accounting(fast):
+def test_simulated_network_scale_accounting(fast):
     """With the recommended parameters the simulator follows CKKS's scales (real primes): every addition meets
-    equal scales, the five layers take the input from level 5 to 0, the rotations are exactly the planned keys,
-    and the logits are those of the independent forward pass."""
+    equal scales, the five layers take the input from level 5 to 0, the rotations are exactly the compiled keys,
+    the ciphertext products those of the plan, and the logits are those of the independent forward pass."""
     model = cnn.load_model()
     params = cnn.recommended_parameters(fast=fast)
-    sim = SlotSimulator(params)
-    spec = cnn.plan(model, sim.slots)
-    _, x_test, _, _ = digits()
-    images = x_test[:200]
-    tables = circuit.encode_tables(sim, cnn.circuit_tables(model, spec), spec, spec.depth)
-    out = circuit.run_circuit(sim, sim.encrypt(cnn.pack_images(images, spec)), tables, spec)
+    net = cnn.compile_network(model, params)
+    sim = SlotSimulator(params, slots=net.plan.slots)
+    images = digits()[1][:200]
+    out = net.run(sim, None, net.encrypt_input(sim, None, images[:, None]))
     assert out.level == 0 and abs(np.log2(out.scale) - params.log_scale) < 0.5
-    assert sim.rotations_used == {r % sim.slots for r in spec.rotations} and sim.products == 2
-    got = cnn.unpack_logits(sim.decrypt(out), spec, len(images))
+    assert sim.rotations_used == set(net.rotations) and sim.products == net.plan.ct_mults == 5
+    got = net.decrypt_output(sim, None, out)[:len(images)]
     np.testing.assert_allclose(got, loop_forward(model, images), rtol=1e-10, atol=1e-10)
 
 
-def test_plan_rotations_and_cost():
+def test_network_rotations_and_cost():
     model = cnn.load_model()
-    spec = cnn.plan(model, 8192)
-    b = spec.images_per_ciphertext
-    assert b == 128
-    assert all(r % b == 0 and 0 < r < 8192 for r in spec.rotations)
-    assert {o * b for o in cnn.CONV_OFFSETS if o} <= set(spec.rotations)
-    for fc, channels in ((spec.fc1, model.channels), (spec.fc2, 1)):
-        assert {s * b for s in fc.rotations} <= set(spec.rotations)
-        for baby in (1, 2, 4, 8, 16, 32, 64):  # the planner's choice costs no more than any other baby step
-            other = layout.MatVecPlan(baby, fc.diagonals, tuple(sorted({d // baby for d in fc.diagonals})))
-            assert fc.key_switches(channels) <= other.key_switches(channels)
-    assert spec.fc2.diagonals == tuple(range(32)) + tuple(range(55, 64))  # rows 0..9, columns 0..31
-    with pytest.raises(SlotError):
-        cnn.plan(model, 32)
-    with pytest.raises(SlotError):
-        cnn.plan(model, 96)
-    big = random_model(np.random.default_rng(0), 1, 65)
+    net = cnn.compile_network(model, cnn.recommended_parameters())
+    b = net.images_per_ciphertext
+    assert b == 128 and net.plan.slots == 8192
+    assert all(r % b == 0 and 0 < r < 8192 for r in net.rotations)
+    conv_offsets = {dy * 8 + dx for dy in range(3) for dx in range(3)} - {0}
+    assert {o * b for o in conv_offsets} <= set(net.rotations)  # the convolution's window, per image
+    assert len(net.rotations) == 25  # as many keys as the old hand-written circuit
+    # key switches per ciphertext as the old circuit's BSGS plan (baby steps 4 and 8): rotations conv 8, fc1 27
+    # (12 babies + 15 giants), fc2 12 (7 + 5), and one relinearization per squared ciphertext (4 + 1): 52
+    rotations = {s.output: s.key_switches for s in net.plan.steps if s.key_switches}
+    assert rotations == {"conv": 8, "fc1": 27, "fc2": 12}
+    assert net.plan.key_switches + net.plan.ct_mults == 52
+    assert net.plan.input_level == cnn.DEPTH and net.plan.steps[-1].level_out == 0 and net.plan.bootstraps == 0
+    with pytest.raises(ParameterError):  # fewer slots than one image's 64
+        cnn.compile_network(model, SlotSimulator(None, slots=32, max_level=cnn.DEPTH))
     with pytest.raises(ParameterError):
-        cnn.plan(big, 128)
-    other = random_model(np.random.default_rng(0), 2, 8)
-    with pytest.raises(ShapeError):
-        cnn.simulate_packed(other, spec, np.zeros((1, 8192)))
+        cnn.compile_network(model, "params")
+    with pytest.raises(ParameterError):
+        cnn.compile_network("model", cnn.recommended_parameters())
+    with pytest.raises(LevelError):  # too few levels for the five layers
+        cnn.compile_network(model, SlotSimulator(None, slots=64, max_level=cnn.DEPTH - 1))
+
+
+def test_depth_and_layers_come_from_the_plan():
+    assert cnn.LAYERS == ("conv", "square1", "fc1", "square2", "fc2") and cnn.DEPTH == 5
+    assert cnn.network_layers(random_model(np.random.default_rng(2), 3, 7)) == cnn.LAYERS
 
 
 def test_recommended_parameters_are_secure_and_fit():
@@ -304,36 +296,37 @@ def test_recommended_parameters_are_secure_and_fit():
 
 @functools.lru_cache(maxsize=None)
 def small_setup():
-    """Context (N = 2^11, 5 levels of two 24-bit primes, insecure), keys, model, spec: built once."""
+    """Context (N = 2^11, 5 levels of two 24-bit primes, insecure), keys, model, compiled network: built once."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         params = cnn.match_scale(small_params(TEST_LOG_N, cnn.DEPTH, prime_bits=24))
     ctx = hemx.Context(params, ntt=FAST_NTT, sampler=Sampler.insecure_for_tests(11))
     model = cnn.load_model()
-    spec = cnn.plan(model, ctx.slots)
-    keys = ctx.keygen(rotations=spec.rotations)
-    return params, ctx, keys, model, spec
+    net = cnn.compile_network(model, params)
+    keys = ctx.keygen(rotations=net.rotations)
+    return params, ctx, keys, model, net
 
 
 @functools.lru_cache(maxsize=None)
 def encrypted_run():
-    params, ctx, keys, model, spec = small_setup()
-    _, x_test, _, _ = digits()
-    images = x_test[: spec.images_per_ciphertext]
-    cts = ctx.encrypt(cnn.pack_images(images, spec), keys.public)
-    layers = []
-    out = cnn.infer_encrypted(ctx, keys.evaluation_keys(), cts, model, spec,
-                              progress=lambda name, done, total: layers.append((name, done, total)))
-    return images, cts, out, layers
+    """One ciphertext of 16 test images through the network; the plaintexts it encoded are kept."""
+    params, ctx, keys, model, net = small_setup()
+    images = digits()[1][: net.images_per_ciphertext]
+    ct = net.encrypt_input(ctx, keys.public, images[:, None])
+    steps, kept = [], {}
+    out = net.run(ctx, keys.evaluation_keys(), ct, plaintexts=kept,
+                  progress=lambda done, total, step: steps.append(step))
+    return images, ct, out, steps, kept
 
 
 @pytest.mark.filterwarnings(INSECURE)
 def test_encrypted_inference_matches_plaintext():
-    params, ctx, keys, model, spec = small_setup()
-    images, cts, out, layers = encrypted_run()
-    assert cts.batch_shape == (1,) and out.batch_shape == (1,) and out.level == 0
-    assert [name for name, _, _ in layers] == list(cnn.LAYERS)
-    logits = cnn.unpack_logits(ctx.decrypt(out, keys.secret), spec, len(images))
+    params, ctx, keys, model, net = small_setup()
+    images, ct, out, steps, _ = encrypted_run()
+    assert net.images_per_ciphertext == 16
+    assert ct.batch_shape == (1, 1) and out.batch_shape == (1, 1) and out.level == 0  # (input cts, batch)
+    assert [s.output for s in steps if s.level_out < s.level_in] == list(cnn.LAYERS)
+    logits = net.decrypt_output(ctx, keys.secret, out)[:len(images)]
     want = loop_forward(model, images)
     error = np.max(np.abs(logits - want))
     check_error(f"cnn {len(images)} images, max |logit error|", error, "cnn/logits")
@@ -342,55 +335,83 @@ def test_encrypted_inference_matches_plaintext():
 
 @pytest.mark.filterwarnings(INSECURE)
 def test_encrypted_single_ciphertext_and_reused_encoding():
-    params, ctx, keys, model, spec = small_setup()
-    images, cts, out, _ = encrypted_run()
-    encoded = cnn.encode_model(ctx, model, spec)
-    single = cts.replace(data=cts.data[0])
-    again = cnn.infer_encrypted(ctx, keys.evaluation_keys(), single, model, spec, encoded=encoded)
-    assert again.batch_shape == ()
-    np.testing.assert_array_equal(np.asarray(again.data), np.asarray(out.data[0]))  # same computation, exactly
+    """A ciphertext without the batch axis, reusing the plaintexts the first run encoded: the same computation,
+    bit for bit."""
+    params, ctx, keys, model, net = small_setup()
+    images, ct, out, _, kept = encrypted_run()
+    assert kept and all(kept.values())
+    single = ct.replace(data=ct.data[:, 0])
+    again = net.run(ctx, keys.evaluation_keys(), single, plaintexts=kept)
+    assert again.batch_shape == (1,)
+    np.testing.assert_array_equal(np.asarray(again.data), np.asarray(out.data[:, 0]))
 
 
 @pytest.mark.filterwarnings(INSECURE)
 def test_encrypted_inference_errors():
-    params, ctx, keys, model, spec = small_setup()
-    _, cts, _, _ = encrypted_run()
+    params, ctx, keys, model, net = small_setup()
+    _, ct, _, _, _ = encrypted_run()
     server = keys.evaluation_keys()
     with pytest.raises(LevelError):
-        cnn.infer_encrypted(ctx, server, ctx.drop_level(cts, cnn.DEPTH - 1), model, spec)
-    with pytest.raises(ShapeError):
-        cnn.infer_encrypted(ctx, server, cts.replace(data=cts.data[None]), model, spec)
-    with pytest.raises(SlotError):
-        cnn.infer_encrypted(ctx, server, cts, model, cnn.plan(model, 128))
+        net.run(ctx, server, ctx.drop_level(ct, cnn.DEPTH - 1))
+    with pytest.raises(ShapeError):  # two input ciphertexts where the network takes one
+        net.run(ctx, server, ct.replace(data=jnp.concatenate([ct.data, ct.data])))
+    with pytest.raises(ParameterError):  # compiled for other parameters (more slots)
+        cnn.compile_network(model, cnn.recommended_parameters()).run(ctx, server, ct)
     with pytest.raises(ParameterError):
-        cnn.infer_encrypted(ctx, server, np.zeros(4), model, spec)
-    with pytest.raises(ParameterError):
-        cnn.infer_encrypted(ctx, "keys", cts, model, spec)
-    other_model = random_model(np.random.default_rng(1), 2, 8)
-    with pytest.raises(ShapeError):
-        cnn.infer_encrypted(ctx, server, cts, other_model, spec)
-    wrong = dataclasses.replace(spec, fc2=spec.fc1)
-    with pytest.raises(ParameterError):
-        cnn.infer_encrypted(ctx, server, cts, model, spec, encoded=cnn.encode_model(ctx, model, wrong))
+        net.run(ctx, server, ct, plaintexts=[])
     no_rotations = ctx.keygen(rotations=[])
     with pytest.raises(MissingKeyError):
-        cnn.infer_encrypted(ctx, no_rotations.evaluation_keys(), ctx.encrypt(np.zeros(ctx.slots), no_rotations),
-                            model, spec)
+        net.run(ctx, no_rotations.evaluation_keys(), net.encrypt_input(ctx, no_rotations.public, digits()[1][:1, None]))
 
 
 @pytest.mark.filterwarnings(INSECURE)
-def test_run_demo_on_a_small_ring():
-    params, _, _, _, spec = small_setup()
+def test_demo_workload_on_a_small_ring():
+    """The whole client/server flow (hemx demo cnn) on one ciphertext of 16 images, with its progress stages."""
+    params, _, _, _, net = small_setup()
     stages = []
-    report = cnn.run_demo(spec.images_per_ciphertext, params=params, ntt=FAST_NTT,
-                          sampler=Sampler.insecure_for_tests(12),
-                          progress=lambda stage, done, total: stages.append((stage, done, total)))
-    assert report.num_images == report.images_per_ciphertext == 16 and report.num_ciphertexts == 1
-    assert report.agreement == 1.0
-    check_error("cnn run_demo logits", np.max(np.abs(report.logits - report.plain_logits)), "cnn/demo_logits")
-    assert report.encrypted_accuracy == report.plain_accuracy
-    assert report.logits.shape == report.plain_logits.shape == (16, 10)
-    assert [s for s, done, total in stages if done == total] == list(cnn.STAGES)
-    assert report.rotation_keys == len(spec.rotations) and len(report.infer_batches_s) == 1
+    report = workloads.run_cnn(num_images=net.images_per_ciphertext, params=params, ntt=FAST_NTT,
+                               sampler=Sampler.insecure_for_tests(12), warm_up=False,
+                               update=lambda stage, done, total: stages.append((stage, done, total)))
+    assert report["images"] == report["images_per_ciphertext"] == 16 and report["ciphertexts"] == 1
+    assert report["agreement"] == 1.0
+    check_error("cnn demo logits", report["max_abs_logit_error"], "cnn/demo_logits")
+    assert report["accuracy_encrypted"] == report["accuracy_plaintext"]
+    done = [s for s, d, total in stages if d == total]
+    assert done == ["model", "client: keygen", "server: set-up", "client: encrypt", "server: inference",
+                    "client: decrypt"]
+    assert report["rotation_keys"] == len(net.rotations) and len(report["batch_seconds"]) == 1
     with pytest.raises(ParameterError):
-        cnn.run_demo(0, params=params)
+        workloads.run_cnn(num_images=0, params=params)
+
+
+# ------------------------------------------------------------------------------------- the hemx.nn network (demo)
+
+
+@pytest.mark.parametrize("channels, hidden", [(None, None), (3, 10), (5, 33)])
+def test_network_graph_equals_plaintext(channels, hidden):
+    """The graph (1/16 folded into the kernels, pooling into fc1) computes the model, bundled and random."""
+    from hemx.nn import graph as G
+
+    model = cnn.load_model() if channels is None else random_model(np.random.default_rng(channels), channels, hidden)
+    images = digits()[1][:20]
+    g = cnn.network_graph(model)
+    np.testing.assert_allclose(G.reference(g, images[:, None]), loop_forward(model, images), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ParameterError):
+        cnn.network_graph("model")
+
+
+def test_compiled_network_on_the_simulator_all_test_images():
+    """cnn_14 (8192 slots): 128 interleaved images per ciphertext, depth 5 (the parameters' levels), and every
+    test image's logits equal the plaintext model's (accuracy 96.67 %)."""
+    model, params = cnn.load_model(), cnn.recommended_parameters()
+    net = cnn.compile_network(model, params)
+    assert net.images_per_ciphertext == 128 and net.plan.slots == 8192 and net.plan.input_level == 5
+    assert net.plan.steps[-1].level_out == 0 and net.plan.bootstraps == 0
+    _, x_test, _, y_test = digits()
+    sim = SlotSimulator(params, slots=net.plan.slots)
+    ct = net.encrypt_input(sim, None, x_test[:, None])
+    assert ct.values.shape == (1, 3, 8192)  # 360 images in 3 ciphertexts
+    logits = net.decrypt_output(sim, None, net.run(sim, None, ct))[:len(x_test)]
+    want = cnn.plaintext_forward(model, x_test)
+    np.testing.assert_allclose(logits, want, rtol=1e-9, atol=1e-9)
+    assert np.mean(np.argmax(logits, axis=1) == y_test) == np.mean(np.argmax(want, axis=1) == y_test)

@@ -19,7 +19,7 @@ import hemx
 from hemx.apps import logreg
 from hemx.apps import _logreg_bootstrap as boot
 from hemx.ckks import Sampler
-from hemx.circuits.bootstrap import bootstrapper_for
+from hemx.circuits.bootstrap import BootstrapParameters, bootstrapper_for
 from hemx.errors import LevelError, ParameterError, SlotError
 
 TRAIN, TEST, ITERATIONS = 64, 60, 6
@@ -45,7 +45,9 @@ def test_parameters_and_levels():
     spec = small_spec()
     params = logreg.bootstrap_parameters(spec)
     assert params.name == "boot_12" and params.n // 2 == spec.slots == 2048
-    assert params.max_level - boot.BOOTSTRAP_LEVELS == 2 * spec.depth_per_iteration == 8
+    bt = BootstrapParameters.create(params, slots=spec.slots)  # the bootstrap bootstrapper_for builds
+    assert boot.bootstrap_of(params, spec.slots) == bt and bt.depth == 15
+    assert bt.output_level == params.max_level - bt.depth == 2 * spec.depth_per_iteration == 8
     assert "INSECURE" in logreg.insecure_note(params) and "boot_16" in logreg.insecure_note(params)
     big = logreg.plan(128, small_data().n_features, iterations=3)
     assert logreg.bootstrap_parameters(big).name == "boot_13"

@@ -25,13 +25,18 @@ def _cnn_params():
 @pytest.mark.filterwarnings(INSECURE)
 def test_cnn_demo_through_client_and_server(capsys):
     params = _cnn_params()
-    per_ct = cnn.plan(cnn.load_model(), params.n // 2).images_per_ciphertext
+    net = cnn.compile_network(cnn.load_model(), params)  # what the demo runs
+    per_ct = net.images_per_ciphertext
+    assert per_ct == params.n // 2 // 64
     summary = demo.run("cnn", as_json=True, num_images=2 * per_ct - 3, params=params, ntt=FAST_NTT,
                        sampler=Sampler.insecure_for_tests(21))
     printed = json.loads(capsys.readouterr().out)
     assert printed["workload"] == "cnn" and printed["ok"] is True
     assert summary["images"] == 2 * per_ct - 3 and summary["ciphertexts"] == 2
     assert len(summary["batch_seconds"]) == 2  # one ciphertext per server call by default
+    assert summary["rotation_keys"] == len(net.rotations)
+    # 47 rotations and 5 relinearizations (the digits CNN's two squares over its ciphertexts), as before hemx.nn ran it
+    assert summary["key_switches_per_ciphertext"] == net.plan.key_switches + net.plan.ct_mults == 52
     assert "server warm-up" in summary["seconds"] and summary["first_batch_includes_compilation"] is False
     assert summary["agreement"] == 1.0
     check_error("demo cnn logits", summary["max_abs_logit_error"], "demo/cnn_logits")

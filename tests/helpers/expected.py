@@ -71,7 +71,7 @@ MEASURED_MEDIAN: dict[str, float] = {
 # measured * 2^MARGIN, i.e. the same 3 bits).
 MEASURED_ERROR: dict[str, float] = {
     "cnn/logits": 7.36e-11,  # tests/apps/test_apps_cnn.py: 16 images, N = 2^12 (the test's loop reference)
-    "cnn/demo_logits": 1.06e-10,  # cnn.run_demo, 16 images
+    "cnn/demo_logits": 1.06e-10,  # tests/apps/test_apps_cnn.py: hemx demo cnn (workloads.run_cnn), 16 images
     "demo/cnn_logits": 1.05e-10,  # tests/cli/test_demo.py: hemx demo cnn through Client / Server
     "demo/logreg_weights": 1.52e-5,  # tests/cli/test_demo.py: hemx demo logreg, 3 iterations, N = 2^11
 }

@@ -108,11 +108,34 @@ def test_encrypted_gated_network_small_ring():
     rng = np.random.default_rng(2)
     fn = _gated(rng)
     x = rng.normal(size=(2, 6))
-    g = from_jax(fn, x[:1])
+    _check_encrypted(fn, from_jax(fn, x[:1]), x, "dense * dense")
+
+
+def _check_encrypted(fn, g, x, what: str) -> None:
+    """``g`` (traced from ``fn``) compiled for N = 2^11 with 6 levels (no bootstrap), run encrypted on ``x``: the
+    result within 1e-6 (relative) of ``fn`` in float64."""
     net = compile(g, small_params(11, 6), calibration=x)
     assert net.plan.bootstraps == 0
     ctx, keys = context_and_keys(11, 6, rotations=net.rotations)
     got = net.decrypt_output(ctx, keys, net.run(ctx, keys, net.encrypt_input(ctx, keys, x)))
     err = _rel(got, np.asarray(fn(jnp.asarray(x))))
-    print(f"encrypted dense * dense, N=2^11: relative error {err:.3g}")
+    print(f"encrypted {what}, N=2^11: relative error {err:.3g}")
     assert err < 1e-6
+
+
+def test_product_then_residual_add_encrypted():
+    """``d1(x) * d2(x) + d3(x)``: the product leaves the rescale at scale ``S^2 / q`` (not the context's ``S``) and
+    one level lower than ``d3``'s output; the addition after it must align both (scale and level) and still give
+    the float64 result, encrypted on a small ring."""
+    rng = np.random.default_rng(3)
+    gate = _gated(rng)
+    w3 = rng.normal(size=(6, 4)) * 0.5
+
+    def fn(x):
+        return gate(x) + x @ w3
+
+    x = rng.normal(size=(2, 6))
+    g = from_jax(fn, x[:1])
+    kinds = [type(n.layer).__name__ for n in g.nodes]
+    assert kinds.count("Multiply") == 1 and kinds[-1] == "Add", kinds
+    _check_encrypted(fn, g, x, "dense * dense + dense")

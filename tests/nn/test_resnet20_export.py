@@ -1,9 +1,11 @@
 """ResNet-20 at boot_16 as one exported program for cuda and tpu (issue 28), with nothing large made: the shipped
-Fashion-MNIST ResNet-20 (``hemx.nn.models``, 10,044 plaintext products) compiled against a boot_16 Context (whose
-bootstrapper tables are built: 3.1 GiB), traced with ``jax.ShapeDtypeStruct`` stand-ins for the keys (5.3 GiB of
-them, never generated), the ciphertext and the layers' data (2.46 GiB of float64 diagonals, never built), the
-context's tables (2.1 GiB) lifted out as arguments. Measured on the 2-core development machine: about 105 s in all
-(trace 25 s, export 57 s), a peak of 3.9 GiB, a serialized module of 6.7 MiB."""
+Fashion-MNIST ResNet-20 (``hemx.nn.models``, 10,044 plaintext products) compiled by :func:`hemx.nn.compile` (the
+passes of ``hemx/nn/passes``) against a boot_16 Context (whose bootstrapper tables are built: 3.1 GiB), then its
+:meth:`CompiledNetwork.run` (``hemx/nn/run.py``) traced with ``jax.ShapeDtypeStruct`` stand-ins for the keys (5.3
+GiB of them, never generated), the ciphertext and the plaintext data of its linear layers and pools
+(:meth:`CompiledNetwork.diagonals`: 2.46 GiB of float64 diagonals, never built), the context's tables (2.1 GiB)
+lifted out as arguments (``hemx.nn.lift_constants``). Measured on the 2-core development machine: about 105 s in
+all (trace 25 s, export 57 s), a peak of 3.9 GiB, a serialized module of 6.7 MiB."""
 
 from __future__ import annotations
 

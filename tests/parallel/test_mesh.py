@@ -167,3 +167,24 @@ def test_mesh_validation():
     assert single.mesh is None and single.placement is placement.SINGLE_DEVICE and "mesh" not in repr(single)
     assert hemx.Context(params, mesh=mesh, planning="off", keyswitch_path="partitioner").tables.keyswitch_path \
         == "partitioner"
+
+
+def test_program_fingerprint_follows_the_keyswitch_path():
+    """hemx.jit's stored programs are keyed by the context's fingerprint: the mesh's key-switch path (settable on
+    ``ctx.tables`` after the context is made) is part of it, so a program lowered with the shard_map key switch is
+    never loaded for the partitioner's (or back)."""
+    import hemx
+    from hemx import parallel
+    from hemx.circuits.program import context_fingerprint
+    from tests.helpers.ckks_helpers import small_params
+
+    params = small_params(6, 1)
+    mesh = parallel.make_mesh(1, 1)
+    ctx = hemx.Context(params, mesh=mesh, planning="off")
+    auto = context_fingerprint(ctx)
+    assert auto == context_fingerprint(hemx.Context(params, mesh=mesh, planning="off"))
+    ctx.tables.keyswitch_path = "partitioner"
+    assert context_fingerprint(ctx) != auto
+    assert context_fingerprint(ctx) == context_fingerprint(
+        hemx.Context(params, mesh=mesh, planning="off", keyswitch_path="partitioner"))
+    assert context_fingerprint(hemx.Context(params, planning="off")) != auto  # one device: no mesh at all

@@ -107,11 +107,6 @@ def _positive_int(name: str, value) -> int:
     return int(value)
 
 
-def _divisor(params: CKKSParameters, level: int) -> float:
-    """The product of the primes a rescale at ``level`` (>= 1) removes, as a float (``Context.rescale_divisor``)."""
-    return float(math.prod(params.moduli[params.limbs_at_level(level - 1): params.limbs_at_level(level)]))
-
-
 @dataclasses.dataclass(frozen=True)
 class BootstrapParameters:
     """A checked, immutable description of one bootstrap of ``params`` (:meth:`create`; module docstring).
@@ -222,8 +217,8 @@ class BootstrapParameters:
         norm_level = plan.top_level - plan.cts_levels  # level of the product by 2^P
         # EvalMod's input and target scale: the divisor of the level it starts at, so the Chebyshev powers keep
         # their scales near the level divisors (an input at the context's scale drifts by (scale / q)^(2^j))
-        evalmod_scale = _divisor(p, norm_level - 1)
-        divisor = _divisor(p, norm_level)
+        evalmod_scale = p.rescale_divisor(norm_level - 1)
+        divisor = p.rescale_divisor(norm_level)
         power = int(round(math.log2(evalmod_scale * divisor / (q0 * (k + 1)))))
         if power < 1:
             raise ParameterError("the base q0 is too large for this scale: bootstrapping needs "

@@ -7,7 +7,7 @@ modules' rules in one place; :mod:`hemx.nn.graph` (shapes, arity, the reference)
 
 A new layer is a module here (record, ``shape``, ``reference``, ``lower``, ``RULE``), its entries in this file
 (the module import, :data:`RULES`, the record's re-export; :mod:`hemx.nn.graph` and :mod:`hemx.nn` re-export the
-record by name), and a rule in a front end (:mod:`hemx.nn.trace`, :mod:`hemx.nn.keras`) that produces it.
+record by name), and a rule in a front end (:mod:`hemx.nn.trace`, :mod:`hemx.nn.keras`, :mod:`hemx.nn.onnx`) that produces it.
 """
 
 from __future__ import annotations

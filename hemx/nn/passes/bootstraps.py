@@ -1,11 +1,12 @@
 """Pass ``bootstraps``: bootstrap placement, and with it the level of every value.
 
 The steps are walked in order with the level of every value. A step whose input has fewer levels left than the
-step needs (:mod:`~hemx.nn.passes.levels`) gets that input bootstrapped first (greedy, as late as possible: optimal
-for a chain, where each bootstrap resets to the same level; at a branch the bootstrapped value serves every later
-reader). Before each step (but a product) the walk also tries bootstrapping each of its inputs *now* (its other
-readers then get the fresh levels too) and keeps that choice when the lazy rule, rolled out over the rest of the
-network, needs more bootstraps.
+step needs (:mod:`~hemx.nn.passes.levels`) gets that input bootstrapped first (the lazy rule,
+:func:`hemx.circuits.bootstrap.placement.bootstrap_before`: as late as possible, optimal for a chain, where each
+bootstrap resets to the same level; at a branch the bootstrapped value serves every later reader). Before each
+step (but a product) the walk also tries bootstrapping each of its inputs *now* (its other readers then get the
+fresh levels too) and keeps that choice when the lazy rule, rolled out over the rest of the network, needs more
+bootstraps.
 
 A value whose bound exceeds ``boot_bound`` is multiplied by ``1 / 2^k`` before its bootstrap and by the exact
 integer ``2^k`` after, so values keep a level in reserve for that product. A bootstrapped value gets a new name,
@@ -17,10 +18,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from hemx.circuits.bootstrap.placement import bootstrap_before
 from hemx.errors import LevelError
 from hemx.nn import steps as ops
 from hemx.nn.passes.ir import Compilation
 from hemx.nn.steps import Step
+
+
+_ADVICE = "use parameters with more levels after bootstrapping, or a sign composite of smaller degrees (relu=...)"
 
 
 class _Infeasible(Exception):
@@ -68,16 +73,9 @@ class _Walk:
         if forced is not None:
             boot(forced)
         for v, base, reserved in step.needs:
-            need = base + self.reserve(reserved)
-            if levels[v] < need:
-                if self.boot_level is None:
-                    raise LevelError(f"step {step.output!r} ({step.kind}) needs {need} levels, its input {v!r} "
-                                     f"is at level {levels[v]}; these parameters cannot bootstrap: use more levels "
-                                     "or a boot_* preset (hemx.CKKSParameters.preset('boot_16'))")
-                if self.boot_level < need:
-                    raise LevelError(f"step {step.output!r} ({step.kind}) needs {need} levels, more than a "
-                                     f"bootstrap returns ({self.boot_level}): use parameters with more levels after "
-                                     "bootstrapping, or a sign composite of smaller degrees (relu=...)")
+            if bootstrap_before(levels[v], base + self.reserve(reserved), output_level=self.boot_level,
+                                what=f"step {step.output!r} ({step.kind})", value=f"its input {v!r}",
+                                advice=_ADVICE):
                 boot(v)
         levels[step.output] = self.run_level(step, levels) - step.depth
         if levels[step.output] < 0:

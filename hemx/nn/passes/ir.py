@@ -4,36 +4,30 @@ pass (a pass returns a new one and leaves its input as it was, so each pass's ou
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Callable
 
 from hemx.ckks.params import CKKSParameters
-from hemx.errors import LevelError
 from hemx.nn import packing
 from hemx.nn.graph import Graph, Node
 
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """What the network is compiled for: ``params`` (None: a parameterless simulator), ``slots`` per ciphertext,
-    ``max_level``, the context's ``scale``, ``ctx`` (a Context, when the target was one: its bootstrap keys are
-    counted)."""
+    """What the network is compiled for: ``params`` (None: a parameterless simulator), ``slots`` per image (the
+    slots every layout of the passes has), ``max_level``, the context's ``scale``, ``ctx`` (a Context, when the
+    target was one: its bootstrap keys are counted), ``images`` per ciphertext (interleaved: a ciphertext has
+    ``slots * images`` slots, :mod:`hemx.nn.packing`)."""
 
     params: CKKSParameters | None
     slots: int
     max_level: int
     scale: float
     ctx: Any = None
+    images: int = 1
 
     def divisor(self, level: int) -> float:
-        """The rescale divisor at ``level`` (the product of the primes a rescale drops there; 1.0 without
-        parameters)."""
-        params = self.params
-        if params is None:
-            return 1.0
-        if not 0 < level <= params.max_level:
-            raise LevelError(f"no rescale at level {level}")
-        return float(math.prod(params.moduli[params.limbs_at_level(level - 1): params.limbs_at_level(level)]))
+        """The rescale divisor at ``level`` (:meth:`hemx.CKKSParameters.rescale_divisor`; 1.0 without parameters)."""
+        return 1.0 if self.params is None else self.params.rescale_divisor(level)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Pass ``pack``: graph layers -> packed steps (:class:`~hemx.nn.steps.Step`), without levels.
 
-Every tensor gets a :class:`~hemx.nn.packing.Layout` (channel blocks on a grid, stride 2 doubling the gap) and
+Every tensor gets a :class:`~hemx.nn.packing.Layout` (on ``c.target.slots``: the slots of one image, a
+ciphertext's slots divided by the images it interleaves) (channel blocks on a grid, stride 2 doubling the gap) and
 every layer its steps, by its layer type's ``lower`` (one module per type in :mod:`hemx.nn.layers`, one registry;
 :data:`PACKERS` is its view by type):
 
@@ -32,8 +33,17 @@ def pack(c: Compilation) -> Compilation:
     nodes = c.nodes
     shape0 = c.graph.input_shape
     slots = c.target.slots
-    in_layout = packing.image_layout(shape0, slots, grid=c.grid) if len(shape0) == 3 else \
-        packing.vector_layout(shape0[0], slots)
+    try:
+        in_layout = packing.image_layout(shape0, slots, grid=c.grid) if len(shape0) == 3 else \
+            packing.vector_layout(shape0[0], slots)
+    except ParameterError:
+        if c.target.images == 1:
+            raise
+        images = c.target.images
+        hg, wg = c.grid or (packing._next_pow2(shape0[1]), packing._next_pow2(shape0[2]))
+        most = max(1, slots * images // (int(hg) * int(wg)))
+        raise ParameterError(f"images_per_ciphertext={images} leaves {slots} slots per image, fewer than one channel "
+                             f"of the {hg}x{wg} input grid: use images_per_ciphertext <= {most}") from None
     p = Lowering(c, layouts={"input": in_layout}, value_bound={"input": c.bounds.get(nodes[0].name)})
     names = {nodes[0].name: "input"}
     for node in nodes[1:]:

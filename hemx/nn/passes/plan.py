@@ -25,7 +25,10 @@ class Plan:
         slots: slots per ciphertext; ``input_level`` the level inputs are encrypted at; ``bootstrap_level`` the
             level a bootstrap returns (None: no bootstrapping); ``poly_level`` the highest level polynomials run at
             (None: any).
-        rotations: the rotation steps the network itself needs (without the bootstrap's).
+        images_per_ciphertext: the images each ciphertext holds, interleaved (the steps' layouts and rotations
+            are per image, on ``slots / images_per_ciphertext`` slots).
+        rotations: the rotation steps the network itself needs (without the bootstrap's), on the ciphertext's
+            slots (a step's rotation ``r`` times ``images_per_ciphertext``).
         bootstraps: bootstrap placements; ``bootstrapped_ciphertexts`` the ciphertexts they refresh in total.
         rotation_levels: the highest level each rotation step is used at (its key needs that level's digits and
             limbs only: ``ctx.keygen(rotation_level=...)``, :meth:`CompiledNetwork.keygen`).
@@ -52,6 +55,7 @@ class Plan:
     boot_key_count: int | None
     params_name: str | None
     rotation_levels: dict = dataclasses.field(default_factory=dict)
+    images_per_ciphertext: int = 1
 
     def rows(self) -> list[dict]:
         out = []
@@ -101,10 +105,11 @@ def plan(c: Compilation) -> Compilation:
     """``c.plan``: the :class:`Plan` of ``c.steps``."""
     steps, slots, level0, boot_level = c.steps, c.target.slots, c.input_level, c.boot_level
     params, ctx, poly_cap = c.target.params, c.target.ctx, c.poly_cap
+    images = c.target.images  # interleaved images: a rotation by r per image is one by r * images
     rotation_levels: dict[int, int] = {}
     for s in steps:
         for r in s.rotations:
-            r = int(r) % slots
+            r = int(r) % slots * images
             if r:
                 level = s.level_in if s.level_in is not None else level0
                 rotation_levels[r] = max(level, rotation_levels.get(r, level))
@@ -119,7 +124,7 @@ def plan(c: Compilation) -> Compilation:
         if boots and ctx is not None:
             bt = BootstrapParameters.create(params, slots=ctx.slots)  # (its keys; no bootstrapper is built)
             # at full slots a network rotation that the bootstrap also uses shares its (full) key
-            shared = set(bt.rotations) & set(rotations) if slots == params.max_slots else set()
+            shared = set(bt.rotations) & set(rotations) if slots * images == params.max_slots else set()
             extra = set(bt.rotations) - shared
             boot_keys = len(extra) + 1 + (2 if bt.encapsulation_weight is not None else 0)  # + conjugation
             key_count += boot_keys
@@ -128,11 +133,12 @@ def plan(c: Compilation) -> Compilation:
             key_bytes = (1 + (boot_keys or 0) + len(shared)) * switch_key_bytes(params, compact=compact) + sum(
                 switch_key_bytes(params, rotation_levels[r], compact=compact) for r in rotations if r not in shared)
     return c.replace(plan=Plan(
-        steps=tuple(steps), slots=slots, input_level=level0, bootstrap_level=boot_level, poly_level=poly_cap,
+        steps=tuple(steps), slots=slots * images, input_level=level0, bootstrap_level=boot_level, poly_level=poly_cap,
         rotations=tuple(rotations), bootstraps=len(boots), bootstrapped_ciphertexts=sum(s.ciphertexts for s in boots),
         key_switches=sum(s.key_switches for s in steps), plaintext_mults=sum(s.plaintext_mults for s in steps),
         ct_mults=sum(s.ct_mults for s in steps), key_bytes=key_bytes, key_count=key_count, boot_key_count=boot_keys,
-        params_name=None if params is None else params.name, rotation_levels=rotation_levels))
+        params_name=None if params is None else params.name, rotation_levels=rotation_levels,
+        images_per_ciphertext=images))
 
 
 __all__ = ["plan", "Plan"]
