@@ -257,7 +257,8 @@ def _cmd_bench_bootstrap(args) -> int:
     results = bb.bench_bootstrap(preset=args.preset, sides=sides, repeats=args.repeats,
                                  iterations=args.iterations, threads=args.threads, slots=tuple(slots) or (None,),
                                  console=console, profile=args.profile, lattigo_params=args.lattigo_params,
-                                 key_storage=tuple(k.strip() for k in args.key_storage.split(",") if k.strip()))
+                                 key_storage=tuple(k.strip() for k in args.key_storage.split(",") if k.strip()),
+                                 batch=args.batch, chunk=args.chunk)
     bb.print_report(results, console)
     if args.profile:
         from hemx.bench.bootstrap_profile import print_profile
@@ -483,6 +484,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="hemx: switching keys in memory as their b halves and a stream key (compact: half the bytes, "
                     "the uniform halves generated in each key switch) or whole (full); auto: compact with the native "
                     "kernels; a comma list (compact,full) runs one process each")
+    bt.add_argument("--batch", type=int, default=1, help="hemx: ciphertexts per bootstrap call (one batch axis, "
+                    "every key read once per call), timed alternately with one alone: latency, seconds per "
+                    "ciphertext amortized, and the gain")
+    bt.add_argument("--chunk", type=int, default=None, help="hemx: bootstrap the batch this many ciphertexts per "
+                    "pass (the circuit's intermediates grow with it: a pass of 4 peaked at 11.5 GiB at boot_16)")
     bt.set_defaults(func=_cmd_bench_bootstrap)
 
     sc = bsub.add_parser("scaling", help="collective bytes (and time) per op on 1-8 simulated devices, model beside")
@@ -567,6 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     pm = bsub.add_parser("polymul", help="polynomial multiplication for any q: matmul vs NTT vs numpy")
     bench_polymul.add_arguments(pm)
     pm.set_defaults(func=bench_polymul.run_cli)
+    from hemx.bench import helr as bench_helr  # HELR logistic regression at scale (Fashion-MNIST, boot_16)
+    bench_helr.add_arguments(bsub.add_parser("helr", help="HELR logistic-regression training at scale"))
 
     from hemx.dataflow.cli import add_arguments as dataflow_arguments, run_cli as dataflow_run
 

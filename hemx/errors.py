@@ -146,11 +146,14 @@ class PrecisionError(HemxError, ValueError):
 
 class BoundError(HemxError, ValueError):
     """A ciphertext's magnitude bound (``Ciphertext.bound``, the client's ``max |x|`` propagated by every operation)
-    exceeds what an operation supports: ``bootstrap`` beyond the bound its message ratio supports."""
+    exceeds what an operation supports: ``bootstrap`` beyond the bound its message ratio supports. Also a network
+    input beyond the bound the network was compiled for (``CompiledNetwork.encrypt_input``: the calibration data's
+    ``max |x|`` times the margin), whose outputs would otherwise be wrong without an error."""
 
 
 class BoundWarning(UserWarning):
-    """Issued instead of :class:`BoundError` when the caller asked for it (``bootstrap(..., on_bound="warn")``)."""
+    """Issued instead of :class:`BoundError` when the caller asked for it (``bootstrap(..., on_bound="warn")``,
+    ``CompiledNetwork.encrypt_input(..., on_bound="warn")``)."""
 
 
 __all__ += ["PrecisionError", "BoundError", "BoundWarning"]
@@ -164,3 +167,11 @@ class UnsupportedOperationError(HemxError, TypeError):
 
 
 __all__.append("UnsupportedOperationError")
+
+
+class AccuracyWarning(UserWarning):
+    """Issued instead of a :class:`ParameterError` when an approximation cannot reach the accuracy it was asked for
+    and the caller allowed it (``hemx.nn.sign_composite(..., on_accuracy="warn")``)."""
+
+
+__all__.append("AccuracyWarning")

@@ -42,13 +42,18 @@ from tests.helpers.system import NOT_RUN, SCRIPT
 
 
 CKKS_FIRST_HALF = ("test_eager_dispatch.py", "test_encoder.py", "test_jit.py", "test_keys_as_arguments.py",
-                   "test_encode_fast.py", "test_checks.py")
+                   "test_encode_fast.py", "test_checks.py", "test_product_scale_refusal.py")
 CKKS_SECOND_HALF = ("test_chain_scales.py", "test_ckks_encoder.py", "test_ckks_errors.py", "test_ckks_keyswitch.py",
                     "test_context_parts.py",
                     "test_ckks_ops.py", "test_ckks_params.py", "test_ckks_sampling.py", "test_ckks_slow.py",
                     "test_dot_plain.py", "test_keyswitch_dataflows.py", "test_levelled_keys.py",
                     "test_precision_stats.py", "test_rescale_rounding.py", "test_scales.py", "test_seeded_keys.py",
                     "test_soak.py")
+
+NN_FRONT_ENDS = ("test_lstm.py", "test_onnx.py", "test_keras.py", "test_trace.py", "test_input_bounds.py")
+NN_REST = ("test_activations.py", "test_compile.py", "test_data.py", "test_infer.py",
+           "test_interleaved_batch.py", "test_models.py", "test_multiply.py", "test_network_export.py",
+           "test_packing.py", "test_passes.py", "test_resnet20_export.py")
 
 
 class Group(NamedTuple):
@@ -106,7 +111,10 @@ GROUPS = (
     # hemx.nn (issue 28): packing against lax.conv in the simulator, the ReLU approximation, the compiler (a small
     # residual network encrypted, one at boot_12 with 2 bootstraps), the JAX / Keras front ends and ResNet-20;
     # test_network_export.py: that network as one program, exported for cuda and tpu and jitted (~2 min loaded)
-    Group(("tests/nn",), 12.2),
+    # the front ends and the recurrent layer apart from the rest (test_lstm.py: an encrypted LSTM at N = 2^11, ~3
+    # min; test_onnx.py: onnxruntime, torch exports and compiles at boot_16)
+    Group(tuple(f"tests/nn/{name}" for name in NN_FRONT_ENDS), 8.0),
+    Group(tuple(f"tests/nn/{name}" for name in NN_REST), 12.2),
     # a second venv with JAX 0.11.2 (made once under build/, about 1 min) runs CKKS ops and a boot_12 bootstrap
     Group(("tests/test_jax_compat.py",), 7.4),
 )

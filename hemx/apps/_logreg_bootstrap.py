@@ -187,7 +187,8 @@ def _simulate(data_slots: np.ndarray, spec, *, top_level: int, output_level: int
         return [dataclasses.replace(c, level=output_level) for c in cts]
 
     with np.errstate(over="ignore", invalid="ignore"):
-        out = circuit.train_refreshed(ev, ev.encrypt(data_slots), gammas=spec.gammas, poly=spec.sigmoid,
+        batches = [ev.encrypt(row) for row in np.asarray(data_slots).reshape(-1, spec.slots)]
+        out = circuit.train_refreshed(ev, batches, gammas=spec.gammas, poly=spec.sigmoid,
                                       layout=spec.layout, shrink=shrink, refresh_at=refresh_at, refresh=refresh)
     if out.level < spec.inference_depth:  # the placement assumes depth_per_iteration levels per iteration
         raise LevelError(f"internal: the trained weights are at level {out.level}, below inference's "
@@ -197,7 +198,8 @@ def _simulate(data_slots: np.ndarray, spec, *, top_level: int, output_level: int
 
 def schedule(data_slots: np.ndarray, spec, params: CKKSParameters, *, shrink: float | None = None,
              output_level: int | None = None, data_level: int | None = None) -> Schedule:
-    """Client: the bootstrapping schedule for the packed training data (:func:`pack_training`).
+    """Client: the bootstrapping schedule for the packed training data (:func:`pack_training`: ``(slots,)``, or
+    :func:`pack_training_batches`: ``(n_batches, slots)``, the mini-batches).
 
     Runs the packed circuit on the exact :class:`~hemx.circuits.SlotSimulator` with the level plan of
     ``params`` (``output_level`` defaults to the bootstrap's, :func:`bootstrap_of`; the data is encrypted at
@@ -254,23 +256,25 @@ class BootstrapLog:
         return len(self.at)
 
 
-def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext, spec, plan: Schedule,
+def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data, spec, plan: Schedule,
                     progress: Progress | None = None, log: BootstrapLog | None = None) -> Ciphertext:
-    """Server: bootstrapped training on the encrypted packed data; returns the encrypted ``w_T / kappa``.
+    """Server: bootstrapped training on the encrypted packed data (one ciphertext, or a list of mini-batch
+    ciphertexts: iteration ``t`` uses ``ct_data[t mod len]``); returns the encrypted ``w_T / kappa``.
 
     ``eval_keys`` must hold the bootstrapping keys (``ctx.keygen(rotations=spec.rotation_steps,
     bootstrap=bootstrapper_for(ctx))``). The state is bootstrapped before the iterations ``plan.refresh_at``.
     ``progress("bootstrap", k, K)`` after each bootstrap (``K = plan.bootstraps``) and ``progress("train", t, T)``
     after each iteration; ``log`` collects the bootstraps' times and levels.
     """
-    if ct_data.level < plan.top_level:
-        raise LevelError(f"the training data is at level {ct_data.level}; the schedule starts at {plan.top_level}")
+    batches = circuit.mini_batches(ct_data)
+    lowest = min(c.level for c in batches)
+    if lowest < plan.top_level:
+        raise LevelError(f"the training data is at level {lowest}; the schedule starts at {plan.top_level}")
     bootstrapper = bootstrapper_for(ctx)
     if bootstrapper.plan.output_level != plan.output_level:
         raise LevelError(f"the context's bootstrap returns level {bootstrapper.plan.output_level}; the schedule "
                          f"was made for {plan.output_level}")
-    if ct_data.level > plan.top_level:
-        ct_data = ctx.drop_level(ct_data, plan.top_level)
+    batches = [ctx.drop_level(c, plan.top_level) if c.level > plan.top_level else c for c in batches]
     report = progress or (lambda stage, done, total: None)
     log = log if log is not None else BootstrapLog()
     ev = CKKSEvaluator(ctx, eval_keys)
@@ -293,5 +297,5 @@ def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext
         return [ev.take(fresh, i) for i in range(len(cts))]
 
     report("bootstrap", 0, plan.bootstraps)
-    return circuit.train_refreshed(ev, ct_data, gammas=spec.gammas, poly=spec.sigmoid, layout=spec.layout,
+    return circuit.train_refreshed(ev, batches, gammas=spec.gammas, poly=spec.sigmoid, layout=spec.layout,
                                    shrink=plan.shrink, refresh_at=plan.refresh_at, refresh=refresh, progress=progress)

@@ -22,6 +22,7 @@ import numpy as np
 from hemx.apps._logreg_layout import Layout
 from hemx.apps._logreg_sigmoid import SigmoidPoly
 from hemx.circuits import Evaluator
+from hemx.errors import ParameterError
 
 Progress = Callable[[str, int, int], None]
 
@@ -163,6 +164,15 @@ def combine(ev, anchor, terms: Sequence[tuple[Scaled, float]]):
 # ------------------------------------------------------------------------------------------------------------
 
 
+def mini_batches(data) -> list:
+    """The training data as a list of mini-batches: one ciphertext (a list or tuple of them is kept as it is).
+    Iteration ``t`` uses mini-batch ``t mod len``."""
+    batches = list(data) if isinstance(data, (list, tuple)) else [data]
+    if not batches:
+        raise ParameterError("the training data holds no mini-batch (pass at least one ciphertext)")
+    return batches
+
+
 def train(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layout,
           progress: Progress | None = None):
     """``len(gammas)`` iterations of (Nesterov-accelerated) gradient ascent from zero weights.
@@ -176,7 +186,8 @@ def train(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layou
     ``G_0 = 1/2 * sum_i Z~_i``: rotations only, no level.
 
     Args:
-        ev: an evaluator; ``data`` one of its ciphertexts holding ``Z~`` (``layout``).
+        ev: an evaluator; ``data`` one of its ciphertexts holding ``Z~`` (``layout``), or a list of them (the
+            mini-batches: iteration ``t`` uses ``data[t mod len(data)]``, :func:`mini_batches`).
         gammas: ``gamma_0 .. gamma_{T-1}`` (all zero: plain gradient ascent).
         progress: called as ``progress("train", t, T)`` after each iteration.
 
@@ -185,7 +196,8 @@ def train(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layou
     """
     total = len(gammas)
     report = progress or (lambda stage, done, count: None)
-    sums = row_sums(ev, data, layout)
+    batches = mini_batches(data)
+    sums = row_sums(ev, batches[0], layout)
     if total == 1:  # w_1 = G_0
         out = ev.ready(_times_const(ev, sums, 0.5, ev.default_scale))
         report("train", 1, 1)
@@ -195,14 +207,14 @@ def train(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, layout: Layou
     v_prev, v, g_prev = None, first, first
     for t in range(1, total - 1):
         gamma = gammas[t]
-        g = gradient_step(ev, data, v, 1.0 - gamma, poly, layout)
+        g = gradient_step(ev, batches[t % len(batches)], v, 1.0 - gamma, poly, layout)
         terms = [(v, 1.0 - gamma), (g_prev, gamma / (1.0 - gammas[t - 1]))]
         if v_prev is not None:
             terms.append((v_prev, gamma))
         new = ev.ready(combine(ev, g, terms))
         report("train", t + 1, total)
         v_prev, v, g_prev = v, Scaled(new, 1.0), Scaled(g, 1.0)
-    last = gradient_step(ev, data, v, 1.0, poly, layout)  # w_T = v_{T-1} + G_{T-1}
+    last = gradient_step(ev, batches[(total - 1) % len(batches)], v, 1.0, poly, layout)  # w_T = v_{T-1} + G_{T-1}
     out = ev.ready(combine(ev, last, [(v, 1.0)]))
     report("train", total, total)
     return out
@@ -244,7 +256,7 @@ def train_refreshed(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, lay
 
     Args:
         ev: an evaluator; ``data`` one of its ciphertexts holding ``Z~`` (``layout``), at a level at least that of
-            the state.
+            the state, or a list of them (mini-batches, as for :func:`train`).
         gammas: ``gamma_0 .. gamma_{T-1}``.
         shrink: the state's divisor (a power of two keeps the constants exact).
         refresh_at: the iterations ``t`` (1 to T - 1) before which the state is refreshed.
@@ -256,7 +268,8 @@ def train_refreshed(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, lay
     """
     total = len(gammas)
     report = progress or (lambda stage, done, count: None)
-    sums = ev.ready(row_sums(ev, data, layout))  # 2 G_0: iteration 0 costs rotations only
+    batches = mini_batches(data)
+    sums = ev.ready(row_sums(ev, batches[0], layout))  # 2 G_0: iteration 0 costs rotations only
     if total == 1:
         out = ev.ready(_times_const(ev, sums, 0.5, ev.default_scale))
         report("train", 1, 1)
@@ -271,7 +284,7 @@ def train_refreshed(ev, data, *, gammas: Sequence[float], poly: SigmoidPoly, lay
         last = t == total - 1
         rho = 1.0 if last else 1.0 / shrink
         gamma = gammas[t]
-        g = gradient_step(ev, data, v, rho, poly, layout)  # rho * G_t
+        g = gradient_step(ev, batches[t % len(batches)], v, rho, poly, layout)  # rho * G_t
         w_next = Scaled(ev.ready(combine(ev, g, [(v, rho)])), 1.0 / rho)  # rho * (v_t + G_t)
         if not last:  # rho / (1 - gamma) * v_{t+1} = rho * (G_t + v_t + gamma / (1 - gamma) w_t)
             v = Scaled(ev.ready(combine(ev, g, [(v, rho), (w, rho * gamma / (1.0 - gamma))])), (1.0 - gamma) / rho)

@@ -10,6 +10,12 @@ bootstrapping mode (:func:`bootstrap_parameters`, :func:`schedule_bootstrapping`
 :func:`train_encrypted_bootstrapped`, see ``hemx.apps._logreg_bootstrap``) refreshes the weights and the
 Nesterov vector when their levels run out, so any number of iterations fits.
 
+Mini-batches (HELR at scale): ``plan(..., batch_size=b)`` splits the samples into consecutive batches of ``b``, one
+ciphertext each (:func:`pack_training_batches`); iteration ``t`` uses batch ``t mod n_batches``, in every circuit and
+reference alike. :data:`PRESETS` name two runs of the same code: "small" (the breast-cancer run of :func:`run`) and
+"helr" (Fashion-MNIST two-class at 14x14, :func:`load_fashion_mnist`: 16,384 samples in 128 batches of 128 on the
+128-bit ``boot_16``, 14 bootstrapped iterations); :func:`run_preset` runs one end to end (``hemx bench helr``).
+
 Client side: :func:`load_data`, :func:`plan`, :func:`pack_training`, :func:`pack_test`, :func:`unpack_weights`,
 :func:`unpack_scores`. Server side (a :class:`~hemx.ckks.Context` and
 :class:`~hemx.ckks.EvaluationKeys` only): :func:`train_encrypted`, :func:`predict_encrypted`. References:
@@ -32,7 +38,7 @@ import numpy as np
 
 from hemx.apps import _logreg_bootstrap as _boot
 from hemx.apps import _logreg_circuit as circuit
-from hemx.apps._logreg_data import Dataset, load_data
+from hemx.apps._logreg_data import Dataset, load_data, load_fashion_mnist
 from hemx.apps._logreg_layout import Layout, next_power_of_two
 from hemx.apps._logreg_sigmoid import SigmoidPoly, fit_sigmoid, sigmoid
 from hemx.circuits import CKKSEvaluator, SlotSimulator
@@ -47,6 +53,7 @@ __all__ = [
     "train_plaintext", "simulate_training", "train_encrypted", "predict_encrypted", "accuracy", "run",
     "BootstrapSchedule", "BootstrapLog", "bootstrap_parameters", "schedule_bootstrapping",
     "simulate_training_bootstrapped", "train_encrypted_bootstrapped", "insecure_note",
+    "load_fashion_mnist", "pack_training_batches", "auc", "Preset", "PRESETS", "run_preset",
 ]
 
 # bootstrapping mode (hemx.apps._logreg_bootstrap): any number of iterations
@@ -92,13 +99,15 @@ class LogRegSpec:
     """Everything both sides agree on: data shape, layout, schedule, sigmoid polynomial.
 
     Attributes:
-        n_samples: training samples.
+        n_samples: training samples (all mini-batches together).
         n_features: features per sample, the bias column included.
-        layout: the slot layout (rows x cols, cols a power of two >= n_features).
+        layout: the slot layout (rows x cols, cols a power of two >= n_features; rows >= :attr:`batch_size`).
         iterations: gradient steps T (>= 1).
-        learning_rate: step size lr of ``w + lr * mean_i sigma(-z_i) y_i x_i``.
+        learning_rate: step size lr of ``w + lr * mean_i sigma(-z_i) y_i x_i`` (the mean over the mini-batch).
         nesterov: Nesterov acceleration (costs no depth here).
         sigmoid: the polynomial standing in for the sigmoid.
+        n_batches: mini-batches: consecutive blocks of :attr:`batch_size` samples, one ciphertext each; iteration
+            ``t`` uses batch ``t mod n_batches`` (1: full-batch gradient ascent on one ciphertext).
     """
 
     n_samples: int
@@ -108,6 +117,16 @@ class LogRegSpec:
     learning_rate: float
     nesterov: bool
     sigmoid: SigmoidPoly
+    n_batches: int = 1
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per mini-batch (per ciphertext)."""
+        return self.n_samples // self.n_batches
+
+    def batch_of(self, iteration: int) -> int:
+        """The mini-batch iteration ``iteration`` (0-based) uses."""
+        return int(iteration) % self.n_batches
 
     @property
     def slots(self) -> int:
@@ -115,8 +134,9 @@ class LogRegSpec:
 
     @property
     def kappa(self) -> float:
-        """Data are packed times ``kappa = sqrt(lr / n)``, weights kept divided by it (see the circuit)."""
-        return math.sqrt(self.learning_rate / self.n_samples)
+        """Data are packed times ``kappa = sqrt(lr / b)`` (``b`` the batch size), weights kept divided by it (see
+        the circuit)."""
+        return math.sqrt(self.learning_rate / self.batch_size)
 
     @property
     def gammas(self) -> tuple[float, ...]:
@@ -178,7 +198,9 @@ class LogRegSpec:
 
     def describe(self) -> str:
         nag = "Nesterov" if self.nesterov else "plain"
-        return (f"{self.n_samples} samples x {self.n_features} features in {self.layout.rows} x "
+        batches = (f" ({self.n_batches} mini-batches of {self.batch_size}, one ciphertext each)"
+                   if self.n_batches > 1 else "")
+        return (f"{self.n_samples} samples{batches} x {self.n_features} features in {self.layout.rows} x "
                 f"{self.layout.cols} slots; {self.iterations} {nag} iterations, lr {self.learning_rate:g}; "
                 f"sigmoid degree {self.sigmoid.degree} on [-{self.sigmoid.bound:g}, {self.sigmoid.bound:g}]; "
                 f"depth {self.training_depth} + {self.inference_depth}; {len(self.rotation_steps)} rotation keys")
@@ -207,11 +229,14 @@ def plan(
     degree: int = DEFAULT_DEGREE,
     bound: float = DEFAULT_BOUND,
     slots: int | None = None,
+    batch_size: int | None = None,
 ) -> LogRegSpec:
     """Fix the layout and schedule for ``n_samples`` training samples of ``n_features`` (bias included).
 
-    ``slots`` defaults to the smallest power of two holding every sample; pass the context's slot count to
-    use a given context (then ``slots / cols`` rows must hold the samples).
+    ``batch_size`` (a divisor of ``n_samples``; default ``n_samples``, one batch) splits the samples into
+    ``n_samples / batch_size`` mini-batches of consecutive samples, one ciphertext each, used in turn.
+    ``slots`` defaults to the smallest power of two holding a batch; pass the context's slot count to
+    use a given context (then ``slots / cols`` rows must hold a batch).
     """
     if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise ParameterError(f"n_samples must be a positive integer, got {n_samples!r}")
@@ -221,15 +246,22 @@ def plan(
         raise ParameterError(f"iterations must be a positive integer, got {iterations!r}")
     if not math.isfinite(learning_rate) or learning_rate <= 0:
         raise ParameterError(f"learning_rate must be positive, got {learning_rate!r}")
+    if batch_size is None:
+        batch_size = n_samples
+    if (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size
+            or n_samples % batch_size):
+        raise ParameterError(f"batch_size must be a positive divisor of n_samples = {n_samples}, got {batch_size!r} "
+                             "(drop samples so that the batches are equal)")
     cols = next_power_of_two(n_features)
     if slots is None:
-        slots = next_power_of_two(n_samples) * cols
+        slots = next_power_of_two(batch_size) * cols
     layout = Layout.for_slots(int(slots), int(n_features))
-    if layout.rows < n_samples:
-        raise SlotError(f"{n_samples} samples need {n_samples} rows of {cols} slots; {slots} slots hold "
-                        f"{layout.rows}. Use a larger ring (or fewer samples).")
+    if layout.rows < batch_size:
+        what = "samples" if batch_size == n_samples else "samples per batch"
+        raise SlotError(f"{batch_size} {what} need {batch_size} rows of {cols} slots; {slots} slots hold "
+                        f"{layout.rows}. Use a larger ring (or fewer {what}).")
     return LogRegSpec(int(n_samples), int(n_features), layout, int(iterations), float(learning_rate),
-                      bool(nesterov), fit_sigmoid(degree, bound))
+                      bool(nesterov), fit_sigmoid(degree, bound), int(n_samples // batch_size))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -261,9 +293,20 @@ def signed_samples(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def pack_training(x: np.ndarray, y: np.ndarray, spec: LogRegSpec) -> np.ndarray:
-    """Client: ``kappa * y' x`` packed row by row: float64 ``(slots,)`` (encrypt it with ``ctx.encrypt``)."""
+    """Client: ``kappa * y' x`` packed row by row: float64 ``(slots,)`` (encrypt it with ``ctx.encrypt``); for a
+    plan of one batch (see :func:`pack_training_batches` for mini-batches)."""
+    if spec.n_batches != 1:
+        raise ShapeError(f"the plan has {spec.n_batches} mini-batches: pack them with pack_training_batches")
+    return pack_training_batches(x, y, spec)[0]
+
+
+def pack_training_batches(x: np.ndarray, y: np.ndarray, spec: LogRegSpec) -> np.ndarray:
+    """Client: the mini-batches, ``kappa * y' x`` of samples ``[k b, (k + 1) b)`` packed row by row in row ``k``:
+    float64 ``(n_batches, slots)`` (encrypt each row: one ciphertext per mini-batch)."""
     x, y = _check_xy(x, y, spec, training=True)
-    return spec.layout.pack(spec.kappa * signed_samples(x, y))
+    scaled = spec.kappa * signed_samples(x, y)
+    b = spec.batch_size
+    return np.stack([spec.layout.pack(scaled[k * b : (k + 1) * b]) for k in range(spec.n_batches)])
 
 
 def pack_test(x: np.ndarray, spec: LogRegSpec) -> np.ndarray:
@@ -287,6 +330,20 @@ def accuracy(scores: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean((np.asarray(scores) > 0).astype(np.int64) == np.asarray(y)))
 
 
+def auc(scores: np.ndarray, y: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` ``(n,)`` for labels ``y`` ``(n,)`` in {0, 1}: the probability that a
+    positive sample scores above a negative one (ties count one half), from the ranks (Mann-Whitney)."""
+    scores, y = np.asarray(scores, dtype=np.float64), np.asarray(y)
+    if scores.shape != y.shape or scores.ndim != 1:
+        raise ShapeError(f"expected scores and labels of one shape (n,), got {scores.shape} and {y.shape}")
+    positives, negatives = int(np.sum(y == 1)), int(np.sum(y == 0))
+    if positives == 0 or negatives == 0 or positives + negatives != len(y):
+        raise ParameterError("the AUC needs labels in {0, 1} with both classes present")
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - (counts - 1) / 2.0)[inverse]  # 1-based ranks, ties get their mean rank
+    return float((ranks[y == 1].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
 # ------------------------------------------------------------------------------------------------------------
 # references
 # ------------------------------------------------------------------------------------------------------------
@@ -301,17 +358,20 @@ class PlaintextModel:
 
 
 def train_plaintext(x: np.ndarray, y: np.ndarray, spec: LogRegSpec) -> PlaintextModel:
-    """The same algorithm in textbook numpy form (no packing): same polynomial, steps and momentum.
+    """The same algorithm in textbook numpy form (no packing): same polynomial, steps, momentum and mini-batches.
 
-    ``w_0 = v_0 = 0``; ``z = Z v_t``; ``w_{t+1} = v_t + lr * mean_i p(-z_i) Z_i``;
-    ``v_{t+1} = (1 - gamma_t) w_{t+1} + gamma_t w_t``; returns ``w_T``.
+    ``w_0 = v_0 = 0``; ``z = Z_B v_t`` with ``Z_B`` the rows of mini-batch ``B = t mod n_batches``;
+    ``w_{t+1} = v_t + lr * mean_{i in B} p(-z_i) Z_i``; ``v_{t+1} = (1 - gamma_t) w_{t+1} + gamma_t w_t``;
+    returns ``w_T``.
     """
     x, y = _check_xy(x, y, spec, training=True)
-    z_mat = signed_samples(x, y)
+    signed = signed_samples(x, y)
     w = np.zeros(spec.n_features)
     v = np.zeros(spec.n_features)
     largest = 0.0
-    for gamma in spec.gammas:
+    for t, gamma in enumerate(spec.gammas):
+        start = spec.batch_of(t) * spec.batch_size
+        z_mat = signed[start : start + spec.batch_size]
         z = z_mat @ v
         largest = max(largest, float(np.max(np.abs(z))))
         step = spec.learning_rate * np.mean(spec.sigmoid(-z)[:, None] * z_mat, axis=0)
@@ -325,7 +385,8 @@ def simulate_training(x: np.ndarray, y: np.ndarray, spec: LogRegSpec) -> np.ndar
     """The packed circuit on numpy slot vectors (:class:`hemx.circuits.SlotSimulator` in its exact mode:
     ``numpy.roll`` rotations, CKKS's level accounting from ``spec.levels_needed``): weights float64 ``(d,)``."""
     ev = SlotSimulator(None, slots=spec.slots, max_level=spec.levels_needed)
-    out = circuit.train(ev, ev.encrypt(pack_training(x, y, spec)), gammas=spec.gammas, poly=spec.sigmoid,
+    batches = [ev.encrypt(row) for row in pack_training_batches(x, y, spec)]
+    out = circuit.train(ev, batches, gammas=spec.gammas, poly=spec.sigmoid,
                         layout=spec.layout)
     return unpack_weights(ev.decrypt(out), spec)
 
@@ -359,22 +420,37 @@ def _check_server_inputs(ctx: Context, keys: EvaluationKeys, spec: LogRegSpec, c
     keys.relin_key()  # raises MissingKeyError when absent
 
 
-def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext, spec: LogRegSpec,
+def _training_batches(ctx: Context, eval_keys: EvaluationKeys, spec: LogRegSpec, ct_data, need_levels: int) -> list:
+    """The training ciphertexts as a list of ``spec.n_batches`` checked mini-batches."""
+    batches = list(ct_data) if isinstance(ct_data, (list, tuple)) else [ct_data]
+    if len(batches) != spec.n_batches:
+        raise ShapeError(f"the plan has {spec.n_batches} mini-batches; got {len(batches)} training ciphertexts "
+                         "(one per row of pack_training_batches)")
+    for k, ct in enumerate(batches):
+        what = "training ciphertext" if spec.n_batches == 1 else f"training ciphertext {k}"
+        _check_server_inputs(ctx, eval_keys, spec, ct, what, need_levels)
+        if ct.batch_shape:
+            raise ShapeError(f"each training mini-batch must be one ciphertext, got a batch of shape "
+                             f"{ct.batch_shape}")
+    return batches
+
+
+def train_encrypted(ctx: Context, eval_keys: EvaluationKeys, ct_data, spec: LogRegSpec,
                     progress: Progress | None = None) -> Ciphertext:
     """Server: train on the encrypted packed data (:func:`pack_training`); returns the encrypted weights.
 
     Args:
-        ct_data: one ciphertext (no batch axis) of ``spec.slots`` slots with ``spec.training_depth`` levels.
+        ct_data: one ciphertext (no batch axis) of ``spec.slots`` slots with ``spec.training_depth`` levels, or a
+            list of ``spec.n_batches`` of them (:func:`pack_training_batches`; iteration ``t`` uses batch
+            ``t mod n_batches``).
         progress: ``progress("train", t, T)`` after each iteration.
 
     Returns:
         ``w_T / kappa`` in every row (decrypt and :func:`unpack_weights`), ``spec.training_depth`` levels lower.
     """
-    _check_server_inputs(ctx, eval_keys, spec, ct_data, "training ciphertext", spec.training_depth)
-    if ct_data.batch_shape:
-        raise ShapeError(f"the training data must be one ciphertext, got a batch of shape {ct_data.batch_shape}")
+    batches = _training_batches(ctx, eval_keys, spec, ct_data, spec.training_depth)
     ev = CKKSEvaluator(ctx, eval_keys)
-    return circuit.train(ev, ct_data, gammas=spec.gammas, poly=spec.sigmoid, layout=spec.layout,
+    return circuit.train(ev, batches, gammas=spec.gammas, poly=spec.sigmoid, layout=spec.layout,
                          progress=progress)
 
 
@@ -396,19 +472,20 @@ def schedule_bootstrapping(x: np.ndarray, y: np.ndarray, spec: LogRegSpec, param
     """Client: the bootstrapping schedule (state divisor ``shrink``, bootstrap iterations, levels) for training on
     ``(x, y)`` with ``params`` (:func:`bootstrap_parameters`). Checks on the exact slot simulator that the
     shrunk state stays in the bootstrap's range; raises ``ParameterError`` when it would not."""
-    return _boot.schedule(pack_training(x, y, spec), spec, params, shrink=shrink)
+    return _boot.schedule(pack_training_batches(x, y, spec), spec, params, shrink=shrink)
 
 
 def simulate_training_bootstrapped(x: np.ndarray, y: np.ndarray, spec: LogRegSpec,
                                    plan: BootstrapSchedule) -> np.ndarray:
     """The packed, bootstrapped circuit on numpy slot vectors (exact simulator): weights float64 ``(d,)``."""
-    return unpack_weights(_boot.simulate(pack_training(x, y, spec), spec, plan), spec)
+    return unpack_weights(_boot.simulate(pack_training_batches(x, y, spec), spec, plan), spec)
 
 
-def train_encrypted_bootstrapped(ctx: Context, eval_keys: EvaluationKeys, ct_data: Ciphertext, spec: LogRegSpec,
+def train_encrypted_bootstrapped(ctx: Context, eval_keys: EvaluationKeys, ct_data, spec: LogRegSpec,
                                  plan: BootstrapSchedule, progress: Progress | None = None,
                                  log: BootstrapLog | None = None) -> Ciphertext:
-    """Server: train for ``spec.iterations`` (any number), bootstrapping the weights and the Nesterov vector
+    """Server: train for ``spec.iterations`` (any number) on ``ct_data`` (one ciphertext, or the list of
+    ``spec.n_batches`` mini-batch ciphertexts), bootstrapping the weights and the Nesterov vector
     (one batch of two) at the iterations of ``plan``; returns ``w_T / kappa`` (decrypt and
     :func:`unpack_weights`) with at least one level left for :func:`predict_encrypted`.
 
@@ -419,10 +496,8 @@ def train_encrypted_bootstrapped(ctx: Context, eval_keys: EvaluationKeys, ct_dat
     """
     if not isinstance(plan, BootstrapSchedule):
         raise ParameterError("expected the BootstrapSchedule from schedule_bootstrapping")
-    _check_server_inputs(ctx, eval_keys, spec, ct_data, "training ciphertext", plan.top_level)
-    if ct_data.batch_shape:
-        raise ShapeError(f"the training data must be one ciphertext, got a batch of shape {ct_data.batch_shape}")
-    return _boot.train_encrypted(ctx, eval_keys, ct_data, spec, plan, progress=progress, log=log)
+    batches = _training_batches(ctx, eval_keys, spec, ct_data, plan.top_level)
+    return _boot.train_encrypted(ctx, eval_keys, batches, spec, plan, progress=progress, log=log)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -595,3 +670,182 @@ def run(
         timings=timings,
         sizes=sizes,
     )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# presets: the breast-cancer run and HELR at scale (Fashion-MNIST, mini-batches, bootstrapping at boot_16)
+# ------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A named training configuration for :func:`run_preset`.
+
+    Attributes:
+        name: "small" or "helr".
+        dataset: "breast-cancer" (:func:`load_data`) or "fashion-mnist" (:func:`load_fashion_mnist`).
+        n_train: training samples (None: the whole training split).
+        batch_size: samples per mini-batch and ciphertext (None: one batch of all samples).
+        iterations, learning_rate, degree, bound: as for :func:`plan`.
+        bootstrap: train with bootstrapping (:func:`train_encrypted_bootstrapped`) on the 128-bit ``boot_16``;
+            otherwise depth-bounded on :meth:`LogRegSpec.recommended_parameters` (128-bit).
+    """
+
+    name: str
+    dataset: str
+    n_train: int | None
+    batch_size: int | None
+    iterations: int
+    learning_rate: float
+    degree: int
+    bound: float
+    bootstrap: bool
+
+    def load(self, n_train: int | None = None) -> Dataset:
+        """The preset's data (``n_train`` overrides its sample count)."""
+        count = self.n_train if n_train is None else n_train
+        if self.dataset == "fashion-mnist":
+            return load_fashion_mnist(n_train=count)
+        return load_data(n_train=count)
+
+
+PRESETS = {
+    # the breast-cancer run of :func:`run`: 455 samples in one ciphertext, 5 iterations, N = 2^15
+    "small": Preset("small", "breast-cancer", None, None, DEFAULT_ITERATIONS, DEFAULT_LEARNING_RATE, DEFAULT_DEGREE,
+                    DEFAULT_BOUND, bootstrap=False),
+    # HELR at scale: 16,384 Fashion-MNIST samples (196 pixels + bias in 256 slots each) in 128 mini-batches of 128,
+    # one N = 2^16 ciphertext each (2^15 slots); 14 Nesterov iterations with the degree-3 sigmoid on [-8, 8] and
+    # lr 2 (|z| stays below 5.5; lr 3 or more leaves the interval); bootstrapped on boot_16
+    "helr": Preset("helr", "fashion-mnist", 16384, 128, 14, 2.0, 3, 8.0, bootstrap=True),
+}
+
+
+def _tree_bytes(tree) -> int:
+    return int(sum(int(leaf.nbytes) for leaf in jax.tree_util.tree_leaves(tree)))
+
+
+def run_preset(
+    preset: str = "helr",
+    *,
+    iterations: int | None = None,
+    n_train: int | None = None,
+    data: Dataset | None = None,
+    ntt: str | None = None,
+    sampler: Sampler | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Run a preset (:data:`PRESETS`) end to end: data, plan, 128-bit parameters, keys, the mini-batches
+    encrypted (client), training on them (server, bootstrapped for "helr"), the weights decrypted, and the same
+    algorithm in float64 on the same mini-batches (:func:`train_plaintext`).
+
+    Args:
+        iterations, n_train: override the preset's (``n_train`` a multiple of its batch size).
+        data: use this :class:`Dataset` instead of loading the preset's.
+        progress: ``progress(stage, done, total)``: "keygen", "encrypt" (per batch), "bootstrap", "train".
+
+    Returns:
+        a JSON-friendly dict: ``spec``, ``parameters``, ``security``, ``samples``, ``batch_size``, ``n_batches``,
+        ``batches_used``, ``iterations``, ``seconds`` (schedule, keygen, encrypt, train, plaintext),
+        ``iteration_s`` (each, bootstraps included), ``ms_per_iteration``, ``bootstraps``, ``bootstrap_at``,
+        ``bootstrap_s``, ``shrink``, ``keys`` (count, bytes), ``data_bytes``, ``accuracy``/``auc`` (encrypted,
+        float64), ``agreement``, ``weight_error``, ``max_abs_weight``, ``max_abs_z``, ``sigmoid_bound``.
+    """
+    from hemx.circuits.bootstrap import bootstrapper_for
+
+    if preset not in PRESETS:
+        raise ParameterError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    cfg = PRESETS[preset]
+    report = progress or (lambda stage, done, total: None)
+    data = data if data is not None else cfg.load(n_train)
+    count = len(data.y_train) if n_train is None else int(n_train)
+    steps = cfg.iterations if iterations is None else iterations
+    spec = plan(count, data.n_features, iterations=steps, learning_rate=cfg.learning_rate, degree=cfg.degree,
+                bound=cfg.bound, batch_size=cfg.batch_size if cfg.batch_size is not None else count)
+    seconds: dict = {}
+    t0 = time.perf_counter()
+    if cfg.bootstrap:
+        params = bootstrap_parameters(spec, secure=True)
+        schedule = schedule_bootstrapping(data.x_train, data.y_train, spec, params)
+        data_level = schedule.top_level
+    else:
+        params, schedule = spec.recommended_parameters(), None
+        data_level = params.max_level
+    seconds["schedule"] = time.perf_counter() - t0
+    ctx = Context(params, slots=spec.slots, ntt=ntt, sampler=sampler)
+
+    report("keygen", 0, 1)
+    t0 = time.perf_counter()
+    keys = ctx.keygen(rotations=spec.rotation_steps, bootstrap=bootstrapper_for(ctx) if cfg.bootstrap else None)
+    eval_keys = keys.evaluation_keys()
+    jax.block_until_ready(jax.tree_util.tree_leaves(eval_keys))
+    seconds["keygen"] = time.perf_counter() - t0
+    report("keygen", 1, 1)
+
+    # the client encrypts every mini-batch (symmetric: it holds the secret) and sends it at the level training
+    # starts from
+    packed = pack_training_batches(data.x_train, data.y_train, spec)
+    t0 = time.perf_counter()
+    batches = []
+    for k, row in enumerate(packed):
+        ct = ctx.encrypt(row, keys.secret)
+        batches.append(ctx.drop_level(ct, data_level) if ct.level > data_level else ct)
+        report("encrypt", k + 1, len(packed))
+    jax.block_until_ready([c.data for c in batches])
+    seconds["encrypt"] = time.perf_counter() - t0
+
+    marks = [time.perf_counter()]
+
+    def on_step(stage: str, done: int, total: int) -> None:
+        if stage == "train":
+            marks.append(time.perf_counter())
+        report(stage, done, total)
+
+    log = BootstrapLog()
+    if cfg.bootstrap:
+        ct_w = train_encrypted_bootstrapped(ctx, eval_keys, batches, spec, schedule, progress=on_step, log=log)
+    else:
+        ct_w = train_encrypted(ctx, eval_keys, batches, spec, progress=on_step)
+    jax.block_until_ready(ct_w.data)
+    seconds["train"] = time.perf_counter() - marks[0]
+    w_enc = unpack_weights(ctx.decrypt(ct_w, keys.secret), spec)
+
+    t0 = time.perf_counter()
+    reference = train_plaintext(data.x_train, data.y_train, spec)
+    seconds["plaintext"] = time.perf_counter() - t0
+    scores_enc, scores_plain = data.x_test @ w_enc, data.x_test @ reference.weights
+    key_count = len(eval_keys.galois) + (eval_keys.relin is not None) + len(eval_keys.switching)
+    return {
+        "preset": cfg.name,
+        "dataset": cfg.dataset,
+        "spec": spec.describe(),
+        "parameters": params.describe(),
+        "security": insecure_note(params) if cfg.bootstrap else "128-bit (HE standard)",
+        "allow_insecure": bool(params.allow_insecure),
+        "log_n": params.log_n,
+        "samples": spec.n_samples,
+        "features": spec.n_features,
+        "test_samples": len(data.y_test),
+        "batch_size": spec.batch_size,
+        "n_batches": spec.n_batches,
+        "batches_used": len({spec.batch_of(t) for t in range(spec.iterations)}),
+        "iterations": spec.iterations,
+        "learning_rate": spec.learning_rate,
+        "sigmoid": f"degree {spec.sigmoid.degree} on [-{spec.sigmoid.bound:g}, {spec.sigmoid.bound:g}]",
+        "seconds": seconds,
+        "iteration_s": [b - a for a, b in zip(marks, marks[1:])],
+        "ms_per_iteration": 1000.0 * seconds["train"] / spec.iterations,
+        "bootstraps": log.count,
+        "bootstrap_at": list(log.at),
+        "bootstrap_s": list(log.seconds),
+        "shrink": schedule.shrink if schedule is not None else None,
+        "keys": {"count": int(key_count), "bytes": _tree_bytes(eval_keys), "storage": ctx.key_storage},
+        "data_bytes": _tree_bytes([c.data for c in batches]),
+        "data_level": data_level,
+        "accuracy": {"encrypted": accuracy(scores_enc, data.y_test), "float64": accuracy(scores_plain, data.y_test)},
+        "auc": {"encrypted": auc(scores_enc, data.y_test), "float64": auc(scores_plain, data.y_test)},
+        "agreement": float(np.mean((scores_enc > 0) == (scores_plain > 0))),
+        "weight_error": float(np.max(np.abs(w_enc - reference.weights))),
+        "max_abs_weight": float(np.max(np.abs(reference.weights))),
+        "max_abs_z": reference.max_abs_z,
+        "sigmoid_bound": spec.sigmoid.bound,
+    }

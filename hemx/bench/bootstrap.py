@@ -42,7 +42,14 @@ KEY_STORAGE = ("auto", "compact", "full")
 
 
 def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: int | None = None,
-                 key_storage: str = "auto") -> dict:
+                 key_storage: str = "auto", batch: int = 1, chunk: int | None = None) -> dict:
+    """One process's bootstraps. ``batch > 1``: ``batch`` ciphertexts bootstrapped in one call (one batch axis:
+    every key read once per call) alternated with one of them alone, both after a warm-up; ``median_s`` is the
+    batch's latency, ``amortized_s`` that divided by ``batch``, ``single_s`` the one-at-a-time latency of the same
+    run, and the precision is over every slot of the batch; ``first_s`` is the first call's (compilation
+    included), on the first chunk only when the chunks are of one size. ``chunk``: the batch bootstrapped that
+    many at a time (:meth:`~hemx.circuits.bootstrap.Bootstrapper.bootstrap`), for batches whose intermediates
+    exceed memory."""
     import jax
 
     from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
@@ -62,18 +69,33 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
     keygen_s = time.perf_counter() - start
     key_bytes = sum(k.nbytes for k in switching)
     rng = np.random.default_rng(seed)
-    x = rng.uniform(-1, 1, ctx.slots)
+    x = rng.uniform(-1, 1, (batch, ctx.slots) if batch > 1 else ctx.slots)
     ct = ctx.drop_level(ctx.encrypt(x, keys), 0)
+    one = ct.replace(data=ct.data[0]) if batch > 1 else None
     evk = keys.evaluation_keys()
-    start = time.perf_counter()
-    out = jax.block_until_ready(bt.bootstrap(ct, evk, iterations=iterations))
-    first_s = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
+
+    def timed(c):
         start = time.perf_counter()
-        out = jax.block_until_ready(bt.bootstrap(ct, evk, iterations=iterations))
-        times.append(time.perf_counter() - start)
+        result = jax.block_until_ready(bt.bootstrap(c, evk, iterations=iterations, chunk=chunk))
+        return result, time.perf_counter() - start
+
+    # the first call compiles; where the chunks are of one size, the first chunk alone compiles every shape the
+    # batch runs
+    even = chunk is not None and batch > chunk and batch % chunk == 0
+    out, first_s = timed(ct.replace(data=ct.data[:chunk]) if even else ct)
+    if one is not None:
+        timed(one)  # its warm-up (compilation for the batch-free shapes)
+    times, single = [], []
+    for _ in range(repeats):  # alternated: the batch and one ciphertext alone see the same machine
+        out, t = timed(ct)
+        times.append(t)
+        if one is not None:
+            single.append(timed(one)[1])
     prec = precision_stats(x, ctx.decrypt(out, keys))
+    batched = {}
+    if one is not None:
+        batched = {"single_s": statistics.median(single), "amortized_s": statistics.median(times) / batch,
+                   "batch_gain": statistics.median(single) * batch / statistics.median(times)}
     return {"side": "hemx", "params": params.describe(), "n": params.n, "slots": ctx.slots,
             "log_qp": params.log_qp, "ntt": ctx.plan.describe(), "iterations": iterations,
             "prepare_s": prepare_s, "keygen_s": keygen_s, "keys": len(switching), "key_bytes": key_bytes,
@@ -81,7 +103,8 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
             "min_bits": prec.min_bits, "mean_bits": prec.mean_bits, "level_after": out.level,
             "max_level": params.max_level, "bootstrap": repr(bt), "message_ratio": bt.message_ratio,
             "evalmod_scale_bits": float(np.log2(bt.evalmod_scale)), "key_storage": ctx.key_storage,
-            "transform_bytes": sum(lt.nbytes for lt in bt.cts + bt.stc), "peak_rss_gib": peak_rss_gib()}
+            "transform_bytes": sum(lt.nbytes for lt in bt.cts + bt.stc), "peak_rss_gib": peak_rss_gib(),
+            "batch": batch, "chunk": chunk, **batched}
 
 
 def desilo_key_kind() -> str:
@@ -191,19 +214,23 @@ def _lattigo_worker(repeats: int, threads: int, params: str, timeout_s: float = 
 
 def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: int, seed: int = 1,
              slots: int | None = None, timeout_s: float = 3600.0, profile: bool = False,
-             lattigo_params: str = LATTIGO_PARAMS[0], key_storage: str = "auto") -> dict:
+             lattigo_params: str = LATTIGO_PARAMS[0], key_storage: str = "auto", batch: int = 1,
+             chunk: int | None = None) -> dict:
     """One side in a fresh process limited to ``threads`` CPUs; its JSON result (or ``{"error": ...}``).
 
     ``slots``: hemx's slot count (None: full ``N/2``). ``profile`` (hemx only): the stage / kernel-kind profile of
     :mod:`hemx.bench.bootstrap_profile` instead of the plain timing. ``key_storage`` (hemx only): how the worker's
-    context holds switching keys (``Context(key_storage=...)``: "auto", "compact" or "full")."""
+    context holds switching keys (``Context(key_storage=...)``: "auto", "compact" or "full"). ``batch`` (hemx
+    only): ciphertexts per bootstrap call, timed beside one alone (:func:`_hemx_worker`)."""
     cmd = [sys.executable, "-m", "hemx.bench.bootstrap", "--worker", side, "--preset", preset,
            "--repeats", str(repeats), "--iterations", str(iterations), "--threads", str(threads),
            "--seed", str(seed)]
     if slots is not None:
         cmd += ["--slots", str(int(slots))]
     if side == "hemx" and not profile:
-        cmd += ["--key-storage", key_storage]
+        cmd += ["--key-storage", key_storage, "--batch", str(int(batch))]
+        if chunk is not None:
+            cmd += ["--chunk", str(int(chunk))]
     env = dict(os.environ)
     if profile:
         from hemx.bench.bootstrap_profile import PROFILE_XLA_FLAGS
@@ -231,15 +258,26 @@ def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: 
 
 def bench_bootstrap(*, preset: str = "boot_16", sides=("hemx", "desilofhe"), repeats: int = 3, iterations: int = 1,
                     threads: int = 2, slots=(None,), console=None, profile: bool = False,
-                    lattigo_params: str = LATTIGO_PARAMS[0], key_storage="auto") -> list[BenchResult]:
+                    lattigo_params: str = LATTIGO_PARAMS[0], key_storage="auto", batch: int = 1,
+                    chunk: int | None = None) -> list[BenchResult]:
     """Each side (hemx once per entry of ``slots``, None meaning full slots, and per key storage) in its own
     process, in turn.
 
     ``key_storage``: one of "auto", "compact", "full" or a sequence of them (hemx only: one process each, e.g.
     ``("compact", "full")`` for the A/B of compact switching keys in one run).
 
+    ``batch``: hemx only, that many ciphertexts per bootstrap call (one batch axis), timed alternately with one
+    ciphertext alone in the same process: latency, amortized seconds per ciphertext and the gain over one at a
+    time. Peers bootstrap one ciphertext at a time. ``chunk``: the batch that many ciphertexts per pass (memory).
+
     ``profile``: hemx only, one iteration, the per-stage / per-kernel-kind profile
     (:mod:`hemx.bench.bootstrap_profile`; :func:`hemx.bench.bootstrap_profile.print_profile` prints it)."""
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise ParameterError(f"batch must be a positive integer (ciphertexts per bootstrap call), got {batch!r}")
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1):
+        raise ParameterError(f"chunk must be a positive integer (ciphertexts per pass) or None, got {chunk!r}")
+    if profile and batch > 1:
+        raise ParameterError("the profile times one ciphertext's stages: run it without batch")
     if profile:
         sides, iterations = ("hemx",), 1
     storages = (key_storage,) if isinstance(key_storage, str) else tuple(key_storage)
@@ -252,13 +290,16 @@ def bench_bootstrap(*, preset: str = "boot_16", sides=("hemx", "desilofhe"), rep
     for i, (side, s, k) in enumerate(runs, 1):
         if console is not None:
             what = ("full slots" if s is None else f"{s} slots") + (f", {k} keys" if side == "hemx" else "")
+            what += f", a batch of {batch} beside one alone" if side == "hemx" and batch > 1 else ""
             console.print(f"[dim]({i}/{len(runs)}) {side}, {what}: key generation and bootstraps in a separate "
                           "process...[/]")
         row = run_side(side, preset=preset, repeats=repeats, iterations=iterations, threads=threads, slots=s,
-                       profile=profile, lattigo_params=lattigo_params, key_storage=k)
+                       profile=profile, lattigo_params=lattigo_params, key_storage=k,
+                       batch=batch if side == "hemx" else 1, chunk=chunk if side == "hemx" else None)
         peer_preset = lattigo_params if side == "lattigo" else "default"
         results.append(BenchResult("bootstrap", side, {"preset": preset if side == "hemx" else peer_preset,
-                                                        "threads": threads, "slots": row.get("slots", s)},
+                                                        "threads": threads, "slots": row.get("slots", s),
+                                                        "batch": row.get("batch", 1)},
                                    row.get("median_s"), row.get("min_s"), extra=row))
     return results
 
@@ -298,13 +339,16 @@ def print_report(results: list[BenchResult], console) -> None:
         if "error" in e:
             last = (e["error"] or "").strip().splitlines()
             rows.append((r.name, "error: " + (last[-1][:80] if last else "worker died without output (out of "
-                                              "memory? see dmesg)"), "", "", "", "", "", "", "", "", ""))
+                                              "memory? see dmesg)"), "", "", "", "", "", "", "", "", "", "", "",
+                         ""))
             continue
         rows.append((r.name, e.get("slots"), e.get("key_storage", ""), e.get("keygen_s"),
-                     e.get("key_bytes", 0) / 2**30, e.get("peak_rss_gib"), e.get("first_s"), e.get("median_s"),
+                     e.get("key_bytes", 0) / 2**30, e.get("peak_rss_gib"), e.get("first_s"), e.get("batch", 1),
+                     e.get("median_s"), e.get("amortized_s", e.get("median_s")), e.get("single_s", ""),
                      e.get("min_bits"), e.get("mean_bits"), f"{e.get('level_after')} / {e.get('max_level')}"))
     render_table("bootstrapping", ["library", "slots", "keys", "keygen s", "key GiB", "peak RSS GiB", "first s",
-                                   "median s", "min bits", "mean bits", "level after / max"], rows, console)
+                                   "batch", "median s (call)", "s per ct", "one alone s", "min bits", "mean bits",
+                                   "level after / max"], rows, console)
 
 
 def _main(argv=None) -> int:
@@ -322,13 +366,15 @@ def _main(argv=None) -> int:
     ap.add_argument("--lattigo-params", choices=LATTIGO_PARAMS, default=LATTIGO_PARAMS[0])
     ap.add_argument("--profile", action="store_true", help="hemx: per-stage / per-kernel-kind profile")
     ap.add_argument("--key-storage", choices=KEY_STORAGE, default="auto")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--chunk", type=int, default=None)
     a = ap.parse_args(argv)
     if a.profile:
         from hemx.bench.bootstrap_profile import profile_worker
 
         row = profile_worker(a.preset, a.repeats, a.seed, a.slots)
     elif a.worker == "hemx":
-        row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots, a.key_storage)
+        row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots, a.key_storage, a.batch, a.chunk)
     elif a.worker == "lattigo":
         row = _lattigo_worker(a.repeats, a.threads, a.lattigo_params)
     else:

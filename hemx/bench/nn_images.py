@@ -11,36 +11,50 @@ import numpy as np
 
 
 def encrypted_images(net, ctx, graph, x: np.ndarray, y: np.ndarray, *, say=None) -> dict:
-    """Keys, then each image of ``x`` ``(B, *input_shape)`` (labels ``y`` ``(B,)``) encrypted, evaluated and
-    decrypted, against :func:`hemx.nn.reference`.
+    """Keys, then the images of ``x`` ``(B, *input_shape)`` (labels ``y`` ``(B,)``) encrypted, evaluated and
+    decrypted, against :func:`hemx.nn.reference`: one image per run, or ``k = net.images_per_ciphertext`` images in
+    flight per run when the network was compiled with ``images_per_ciphertext=k`` (the images interleaved in one
+    ciphertext's slots).
 
-    Returns ``{keygen_s, key_gib, images: [{seconds, label, pred, plain_pred, err_over_range, seconds_by_kind}],
-    median_s, images_per_hour, predictions_equal, equal_count, max_err_over_range}``; ``say(msg)`` reports progress."""
+    Returns ``{keygen_s, key_gib, images_in_flight, images: [{seconds, label, pred, plain_pred, err_over_range,
+    seconds_by_kind}], runs: [seconds], median_s, amortized_s, images_per_hour, predictions_equal, equal_count,
+    max_err_over_range}``: ``median_s`` is the median latency of one run (of ``k`` images), ``amortized_s`` that
+    divided by ``k``, and an image's ``seconds`` / ``seconds_by_kind`` its run's, shared by the ``k`` images of it;
+    ``say(msg)`` reports progress."""
     from hemx.nn import reference
     from hemx.nn.infer import infer, make_keys
 
     say = say or (lambda msg: None)
+    flight = int(getattr(net, "images_per_ciphertext", 1))
     keys = make_keys(net, ctx)
-    out = {"keygen_s": keys.seconds, "key_storage": ctx.key_storage, "key_gib": keys.nbytes / 2**30, "images": []}
+    out = {"keygen_s": keys.seconds, "key_storage": ctx.key_storage, "key_gib": keys.nbytes / 2**30,
+           "images_in_flight": flight, "images": [], "runs": []}
     say(f"keys: {out['keygen_s']:.1f} s, {out['key_gib']:.2f} GiB ({ctx.key_storage})")
     want = reference(graph, x)
 
-    def image_done(i: int, got: np.ndarray, seconds: float) -> None:
-        record = {"seconds": seconds, "label": int(y[i]), "pred": int(got.argmax()),
-                  "plain_pred": int(want[i].argmax()), "err_over_range": float(np.max(np.abs(got - want[i]))
-                                                                              / np.ptp(want[i]))}
-        out["images"].append(record)
-        say(f"  image {i}: {seconds:.1f} s, predicted {record['pred']} (plaintext {record['plain_pred']}, label "
-            f"{record['label']}), logit error {record['err_over_range']:.2e} of the logit range")
+    def run_done(run: int, got: np.ndarray, seconds: float) -> None:
+        out["runs"].append(seconds)
+        for j, logits in enumerate(np.asarray(got).reshape(-1, *want.shape[1:])):
+            i = run * flight + j
+            record = {"seconds": seconds, "label": int(y[i]), "pred": int(logits.argmax()),
+                      "plain_pred": int(want[i].argmax()),
+                      "err_over_range": float(np.max(np.abs(logits - want[i])) / np.ptp(want[i]))}
+            out["images"].append(record)
+            shared = f" (a run of {len(got)} images in flight: {seconds / len(got):.1f} s each)" if flight > 1 else ""
+            say(f"  image {i}: {seconds:.1f} s{shared}, predicted {record['pred']} (plaintext "
+                f"{record['plain_pred']}, label {record['label']}), logit error {record['err_over_range']:.2e} of "
+                "the logit range")
 
-    result = infer(net, ctx, x, keys=keys, on_batch=image_done)
-    for record, kinds in zip(out["images"], result.seconds_by_kind):
-        record["seconds_by_kind"] = kinds
+    result = infer(net, ctx, x, keys=keys, batch=flight, on_batch=run_done)
+    for run, kinds in enumerate(result.seconds_by_kind):
+        for record in out["images"][run * flight:(run + 1) * flight]:
+            record["seconds_by_kind"] = kinds
     equal = sum(r["pred"] == r["plain_pred"] for r in out["images"])
-    # one image per run: the layouts give each image its own slot vectors (several images are a batch of
-    # ciphertexts, not slots shared in one), so the throughput is one image per median latency
+    # each run holds `flight` images in one ciphertext's slots (interleaved); several runs are sequential, so the
+    # throughput is `flight` images per median run latency
     median = result.median_s
-    out.update(median_s=median, images_per_hour=3600.0 / median if median else None,
+    out.update(median_s=median, amortized_s=median / flight if median else None,
+               images_per_hour=3600.0 * flight / median if median else None,
                predictions_equal=equal == len(out["images"]), equal_count=equal,
                max_err_over_range=max((r["err_over_range"] for r in out["images"]), default=None))
     return out

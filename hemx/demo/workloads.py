@@ -118,6 +118,7 @@ def run_cnn(
             False: the first request pays for them.
     """
     from hemx.apps import cnn
+    from hemx.nn.run import check_input_bound
 
     if not isinstance(ciphertexts_per_batch, int) or ciphertexts_per_batch < 1:
         raise ParameterError(f"ciphertexts_per_batch must be a positive integer, got {ciphertexts_per_batch!r}")
@@ -155,6 +156,7 @@ def run_cnn(
 
     # client: pack and encrypt, batches of equal shape (the last padded with empty images: one compilation)
     with clock("client encrypt"):
+        check_input_bound(images[:, None], net.input_bound)  # BoundError beyond the calibrated input range
         slots = net.pack_input(images[:, None])  # (input cts, ciphertexts, slots), images interleaved
         batches = -(-slots.shape[1] // ciphertexts_per_batch)
         padded = np.zeros(request_shape[:1] + (batches * ciphertexts_per_batch,) + request_shape[2:])

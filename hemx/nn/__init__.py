@@ -23,7 +23,7 @@ Layer: above :mod:`hemx.circuits` (and io/service), below :mod:`hemx.apps`.
 
 from hemx.nn.graph import (
     Activation, Add, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input, MaxPool2D,
-    Multiply, Node, reference, sequential,
+    LSTM, Multiply, Node, reference, sequential,
 )
 from hemx.nn.packing import Layout, image_layout, vector_layout
 from hemx.nn.activations import SignComposite, relu_approx, relu_error_bound, sign_composite
@@ -36,7 +36,7 @@ from hemx.nn.models import load_resnet20_fmnist, resnet20_apply, resnet20_graph,
 
 __all__ = [
     "Graph", "Node", "Input", "Conv2D", "BatchNorm", "AvgPool2D", "MaxPool2D", "GlobalAvgPool", "Flatten", "Dense",
-    "Affine", "Add", "Activation", "Multiply", "reference", "sequential",
+    "Affine", "Add", "Activation", "Multiply", "LSTM", "reference", "sequential",
     "Layout", "image_layout", "vector_layout", "SignComposite", "sign_composite", "relu_error_bound", "relu_approx",
     "compile", "CompiledNetwork", "Plan", "Step", "from_jax", "from_keras_h5", "from_onnx", "resnet20_init",
     "resnet20_apply", "resnet20_graph", "load_resnet20_fmnist", "lift_constants", "LiftedProgram",

@@ -1,5 +1,6 @@
 """Polynomial approximations of the non-polynomial activations: sign and ReLU (max pooling uses ReLU:
-``max(a, b) = b + relu(a - b)``, :mod:`hemx.nn.compiler`).
+``max(a, b) = b + relu(a - b)``, :mod:`hemx.nn.compiler`), and sigmoid and tanh (:func:`smooth_fit`: one
+Chebyshev interpolant on the calibrated range ``[-B, B]``, for gated recurrent cells).
 
 CKKS evaluates only additions and products, so ReLU is computed as ``relu(x) = x (1 + sign(x)) / 2`` with
 ``sign`` replaced by a *composite* of odd polynomials (Lee, Lee, Kim, No, "Minimax approximation of sign function
@@ -22,9 +23,10 @@ on a grid of 2^20 points (the figures ``SignComposite.error`` and ``.peak`` hold
 on ``[-1, -eps] u [eps, 1]``, ``max |p| <= 1 + 7.7e-4`` on ``[-1, 1]``; depth 3 + 3 + 4 + 4 = 14, plus 1 for the
 change of variable and 1 for the product: 16 levels for a ReLU. On ``[-B, B]`` the ReLU error is at most
 ``B * max(E / 2, eps (1 + peak) / 2) ~ B * 2^-10`` (:func:`relu_error_bound`), plus the CKKS noise of the
-evaluation. Lee et al.'s 15/15/27 reach only ``2^-2.2`` here at ``eps = 2^-12`` (``2^-7.3`` at ``2^-10``): each
-stage widens the gap by a factor ~ its degree (12.6 for degree 15), so four stages of small degree beat three of
-larger degree at the same depth. Other measured composites (error on the resolved set, depth of the stages):
+evaluation. Lee et al.'s 15/15/27 reach only ``2^-2.2`` here at ``eps = 2^-12`` (``2^-7.3`` at ``2^-10``; both
+refused by :func:`sign_composite`, whose error must be at most ``2 eps``): each stage widens the gap by a factor ~
+its degree (12.6 for degree 15), so four stages of small degree beat three of larger degree at the same depth.
+Other measured composites (error on the resolved set, depth of the stages):
 ``(15, 15, 15)`` at ``2^-8``: ``2^-14.1``, 12; ``(7, 15, 15, 15)`` at ``2^-10``: ``2^-19.5``, 15;
 ``(15, 15, 15, 15)`` at ``2^-12``: ``2^-11.5``, 16.
 """
@@ -34,15 +36,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from typing import Sequence
 
 import numpy as np
 
 from hemx.circuits import evaluate_polynomial, polynomial_depth
-from hemx.errors import ParameterError
+from hemx.errors import AccuracyWarning, ParameterError, external_stacklevel
 
 DEFAULT_DEGREES = (7, 7, 15, 15)
 DEFAULT_EPS = 2.0 ** -10
+#: :func:`sign_composite` refuses a composite whose error on the resolved set exceeds this many times its eps
+MAX_ERROR_PER_EPS = 2.0
 _GRID = 1 << 16  # points of the dense grid the Remez exchange searches for extrema
 _CHECK_GRID = 1 << 20  # points the measured error and peak are taken on
 
@@ -133,10 +138,41 @@ class SignComposite:
         return y
 
 
+def sign_composite(degrees: Sequence[int] = DEFAULT_DEGREES, eps: float = DEFAULT_EPS, *,
+                   on_accuracy: str = "raise") -> SignComposite:
+    """The minimax composite of the given odd ``degrees`` for the gap ``eps`` (cached; ~1 s for the default).
+
+    The composite must resolve the sign to the accuracy ``eps`` names: its measured error on the resolved set
+    ``[-1, -eps] u [eps, 1]`` (``SignComposite.error``) must be at most ``MAX_ERROR_PER_EPS * eps = 2 eps``. Then
+    the ReLU error bound (:func:`relu_error_bound`, ``B max(error / 2, eps (1 + peak) / 2)``) is at most
+    ``B eps max(1, (1 + peak) / 2)``, about ``eps B``; beyond it the bound is ``B error / 2``, set by degrees too
+    small to reach ``eps`` (``(7, 7, 7, 3)`` at ``2^-10``: error ``2^-1.3``, a ReLU error bound of ``0.197 B``).
+    The composites the module docstring lists meet it, except Lee et al.'s ``(15, 15, 27)`` at ``2^-12`` (error
+    ``2^-2.2``). A composite that misses it raises :class:`~hemx.errors.ParameterError` that names the degrees,
+    the error reached and the default composite; ``on_accuracy="warn"`` returns it with an
+    :class:`~hemx.errors.AccuracyWarning` instead.
+    """
+    if on_accuracy not in ("raise", "warn"):
+        raise ParameterError(f"on_accuracy must be 'raise' or 'warn', got {on_accuracy!r}")
+    comp = _sign_composite(tuple(int(d) for d in degrees), eps)
+    if comp.error > MAX_ERROR_PER_EPS * comp.eps:
+        reached = relu_error_bound(1.0, comp)
+        msg = (f"the sign composite of degrees {comp.degrees} does not reach its eps = 2^{math.log2(comp.eps):.2f}: "
+               f"its error on [-1, -eps] u [eps, 1] is {comp.error:.3g} (2^{math.log2(comp.error):.2f}), above "
+               f"{MAX_ERROR_PER_EPS:g} eps = {MAX_ERROR_PER_EPS * comp.eps:.3g}, so a ReLU's error bound is "
+               f"{reached:.3g} B instead of about eps B. Use more stages or higher degrees (each stage widens the "
+               "resolved set by about its degree), a larger eps, or the default sign_composite() (degrees "
+               f"{DEFAULT_DEGREES} at eps = 2^{math.log2(DEFAULT_EPS):g}: error 2^-10.36); on_accuracy='warn' "
+               "accepts it")
+        if on_accuracy == "raise":
+            raise ParameterError(msg)
+        warnings.warn(msg, AccuracyWarning, stacklevel=external_stacklevel())
+    return comp
+
+
 @functools.lru_cache(maxsize=16)
-def sign_composite(degrees: Sequence[int] = DEFAULT_DEGREES, eps: float = DEFAULT_EPS) -> SignComposite:
-    """The minimax composite of the given odd ``degrees`` for the gap ``eps`` (cached; ~1 s for the default)."""
-    degrees = tuple(int(d) for d in degrees)
+def _sign_composite(degrees: tuple[int, ...], eps: float) -> SignComposite:
+    """:func:`sign_composite` without its accuracy check (cached)."""
     if not degrees or any(d < 3 or d % 2 == 0 for d in degrees):
         raise ParameterError(f"sign composite degrees must be odd integers >= 3, got {degrees}")
     if not (isinstance(eps, float) and 0 < eps < 0.5):
@@ -215,5 +251,74 @@ def relu_stages(bound: float, composite: SignComposite | None = None) -> list[Po
     return out
 
 
+# ------------------------------------------------------------------------------------------------------------
+# smooth activations: sigmoid and tanh as Chebyshev interpolants on the calibrated range
+# ------------------------------------------------------------------------------------------------------------
+
+#: the smooth activations :func:`smooth_stage` fits, as float64 functions
+SMOOTH = {"sigmoid": lambda x: 0.5 * (1.0 + np.tanh(0.5 * x)), "tanh": np.tanh}
+DEFAULT_SMOOTH_DEGREE = 15
+
+
+@dataclasses.dataclass(frozen=True)
+class SmoothFit:
+    """A smooth activation ``kind`` (``"sigmoid"`` or ``"tanh"``) as one polynomial on ``[-B, B]``.
+
+    ``stage``: the :class:`PolyStage` (Chebyshev coefficients on ``(-B, B)``); ``error``: ``max |p(x) - f(x)|`` on
+    ``[-B, B]``, measured on a dense grid (2^16 points, plus a 1e-3 relative margin and 1e-15); ``peak``:
+    ``max |p(x)|`` there. Outside ``[-B, B]`` the polynomial diverges: ``B`` must bound the input.
+    """
+
+    kind: str
+    bound: float
+    degree: int
+    stage: PolyStage
+    error: float
+    peak: float
+
+    def __call__(self, x) -> np.ndarray:
+        """The float64 model of the encrypted activation: ``p(x)``; ``x`` any shape."""
+        return np.polynomial.chebyshev.chebval(np.asarray(x, dtype=np.float64) / self.bound, self.stage.coeffs)
+
+
+def check_degree(degree, what: str) -> int:
+    """``degree`` of a fitted sigmoid / tanh checked: an integer from 1 to 63 (``what`` names its owner)."""
+    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or not 1 <= degree <= 63:
+        raise ParameterError(f"{what}'s degree must be an integer from 1 to 63, got {degree!r}")
+    return int(degree)
+
+
+@functools.lru_cache(maxsize=64)
+def smooth_fit(kind: str, bound: float, degree: int = DEFAULT_SMOOTH_DEGREE) -> SmoothFit:
+    """The degree-``degree`` Chebyshev interpolant of ``kind`` (``"sigmoid"`` or ``"tanh"``) on ``[-bound, bound]``
+    (at the ``degree + 1`` Chebyshev points; near-minimax for these analytic functions) and its measured error.
+
+    The error falls geometrically with the degree and grows with ``bound`` (the poles of both functions sit at
+    ``|Im x| = pi`` for sigmoid, ``pi / 2`` for tanh): measured at degree 15, sigmoid ``1.6e-9`` / ``6.2e-6`` /
+    ``1.4e-3`` and tanh ``1.2e-5`` / ``2.8e-3`` / ``5.6e-2`` on ``[-2, 2]`` / ``[-4, 4]`` / ``[-8, 8]`` (degree 7:
+    sigmoid ``3e-5`` / ``2e-3`` / ``3e-2``, tanh ``4e-3`` / ``6e-2`` / ``0.22``). Depth: that of a
+    degree-``degree`` Chebyshev polynomial on ``(-B, B)`` (5 levels at degree 15, the change of variable included).
+    """
+    if kind not in SMOOTH:
+        raise ParameterError(f"smooth activation kind must be one of {sorted(SMOOTH)}, got {kind!r}")
+    degree = check_degree(degree, f"the {kind} polynomial")
+    bound = float(bound)
+    if not (math.isfinite(bound) and bound > 0):
+        raise ParameterError(f"the {kind} input bound must be a positive number, got {bound!r}")
+    f = SMOOTH[kind]
+    nodes = np.cos(np.pi * (np.arange(degree + 1) + 0.5) / (degree + 1))
+    coeffs = np.polynomial.chebyshev.chebfit(nodes, f(bound * nodes), int(degree))
+    if kind == "tanh":  # odd: exact zeros at the even terms (a clean layout stays clean)
+        coeffs[0::2] = 0.0
+    else:  # sigmoid - 1/2 is odd
+        coeffs[2::2] = 0.0
+    coeffs.setflags(write=False)
+    t = np.linspace(-1.0, 1.0, 1 << 16)
+    p = np.polynomial.chebyshev.chebval(t, coeffs)
+    error = float(np.max(np.abs(p - f(bound * t)))) * (1.0 + 1e-3) + 1e-15
+    return SmoothFit(kind, bound, int(degree), PolyStage(coeffs, (-bound, bound)), error, float(np.max(np.abs(p))))
+
+
 __all__ = ["SignComposite", "sign_composite", "relu_error_bound", "relu_approx", "relu_stages",
-           "PolyStage", "DEFAULT_DEGREES", "DEFAULT_EPS"]
+           "PolyStage", "DEFAULT_DEGREES", "DEFAULT_EPS", "SMOOTH", "DEFAULT_SMOOTH_DEGREE", "SmoothFit", "smooth_fit",
+           "check_degree"]

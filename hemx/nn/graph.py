@@ -25,7 +25,7 @@ import numpy as np
 from hemx.errors import ParameterError, ShapeError
 from hemx.nn.layers import (
     LAYER_TYPES, SUPPORTED, Activation, Add, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool,
-    Input, MaxPool2D, Multiply, rule_for,
+    Input, LSTM, MaxPool2D, Multiply, rule_for,
 )
 from hemx.nn.layers.base import batched
 
@@ -147,5 +147,5 @@ def reference(graph: Graph, x, *, keep: bool = False):
 
 
 __all__ = ["Graph", "Node", "Layer", "LAYER_TYPES", "SUPPORTED", "Input", "Conv2D", "BatchNorm", "AvgPool2D",
-           "MaxPool2D", "GlobalAvgPool", "Flatten", "Dense", "Affine", "Add", "Activation", "Multiply", "sequential",
-           "apply_layer", "reference", "batched"]
+           "MaxPool2D", "GlobalAvgPool", "Flatten", "Dense", "Affine", "Add", "Activation", "Multiply", "LSTM",
+           "sequential", "apply_layer", "reference", "batched"]

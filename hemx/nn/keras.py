@@ -8,7 +8,12 @@ Supported layers (``data_format="channels_last"``, the Keras default): ``InputLa
 "valid" or "same" with TensorFlow's split of odd padding, equal strides 1 or 2, no dilation or groups, activation
 linear/relu); ``BatchNormalization`` (inference: moving statistics); ``Activation`` / ``ReLU`` (relu, linear);
 ``MaxPooling2D``, ``AveragePooling2D`` ("valid"); ``GlobalAveragePooling2D``; ``Flatten``; ``Dense`` (on vectors);
-``Rescaling`` (-> Affine); ``Dropout`` and other train-only noise layers (identity at inference). A softmax at the
+``Rescaling`` (-> Affine); ``Dropout`` and other train-only noise layers (identity at inference); ``LSTM`` as the
+first layer on a sequence input ``(T, D)`` (-> :class:`LSTM`: ``kernel`` ``(D, 4H)``, ``recurrent_kernel`` ``(H,
+4H)``, ``bias`` ``(4H,)``, whose gate order i, f, c, o is the layer's i, f, g, o; activation tanh, recurrent
+activation sigmoid, ``return_sequences``, ``return_state``, ``go_backwards`` and ``stateful`` off; its output is
+the last hidden state ``(H,)``; the graph's input is then the sequence flattened time-major, ``(T * D,)``: feed it
+``x.reshape(N, T * D)``). A softmax at the
 very end of the model (as an activation or a layer) is dropped: it is monotone, so the argmax (the prediction) is
 unchanged, and it is not HE-friendly; anywhere else it is an error. Pooling with a 1x1 window and stride is
 dropped (identity). Keras flattens images in HWC order and the IR in CHW order: the following dense layer's rows
@@ -25,14 +30,15 @@ import numpy as np
 
 from hemx.errors import ParameterError
 from hemx.nn.graph import (
-    Activation, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input, MaxPool2D, Node,
+    LSTM, Activation, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input, MaxPool2D,
+    Node,
 )
 
 __all__ = ["from_keras_h5", "SUPPORTED_LAYERS"]
 
 SUPPORTED_LAYERS = ("InputLayer", "Conv2D", "BatchNormalization", "Activation", "ReLU", "Softmax (last only)",
                     "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "Flatten", "Dense", "Rescaling",
-                    "Dropout")
+                    "Dropout", "LSTM (first, on a (T, D) input)")
 _IGNORED = ("Dropout", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "AlphaDropout", "ActivityRegularization")
 
 
@@ -76,7 +82,8 @@ def from_keras_h5(path: str | os.PathLike) -> Graph:
     """Import a Keras Sequential model saved as ``.h5`` (see the module docstring for the supported layers).
 
     The graph takes channel-first ``(C, H, W)`` inputs (transpose NHWC images with ``x.transpose(0, 3, 1, 2)``),
-    exactly the values the Keras model takes (no preprocessing is added).
+    vectors ``(F,)``, or, for a model on sequences ``(N, T, D)`` (an LSTM first), the sequence flattened time-major
+    ``(T * D,)`` (``x.reshape(N, T * D)``), exactly the values the Keras model takes (no preprocessing is added).
     """
     try:
         import h5py
@@ -93,11 +100,35 @@ def from_keras_h5(path: str | os.PathLike) -> Graph:
         return _build(layers, _Reader(f), str(path))
 
 
+def _lstm(cfg: dict, w: dict, lname: str, seq: tuple[int, int], where: str) -> LSTM:
+    """A Keras LSTM layer's config and weights -> :class:`LSTM` (its gate order i, f, c, o is the layer's)."""
+    acts = (cfg.get("activation", "tanh"), cfg.get("recurrent_activation", "sigmoid"))
+    if acts != ("tanh", "sigmoid"):
+        raise ParameterError(f"{where}: LSTM {lname!r} with activation {acts[0]!r} and recurrent_activation "
+                             f"{acts[1]!r} (only tanh and sigmoid, the Keras 2 defaults; an old 'hard_sigmoid' model "
+                             f"must be retrained or re-saved with recurrent_activation='sigmoid')")
+    for flag in ("return_sequences", "return_state", "go_backwards", "stateful", "time_major"):
+        if cfg.get(flag):
+            raise ParameterError(f"{where}: LSTM {lname!r} with {flag}=True (only the last hidden state of a "
+                                 f"forward, stateless pass over a batch-major sequence)")
+    units, (_, d) = int(cfg["units"]), seq
+    kernel, recurrent = w.get("kernel"), w.get("recurrent_kernel")
+    bias = w.get("bias") if cfg.get("use_bias", True) else np.zeros(4 * units)
+    if kernel is None or recurrent is None or bias is None:
+        raise ParameterError(f"{where}: LSTM {lname!r} lacks weights (kernel, recurrent_kernel, bias); has {sorted(w)}")
+    if kernel.shape != (d, 4 * units) or recurrent.shape != (units, 4 * units) or bias.shape != (4 * units,):
+        raise ParameterError(f"{where}: LSTM {lname!r} weights kernel {kernel.shape}, recurrent_kernel "
+                             f"{recurrent.shape}, bias {bias.shape} (need ({d}, {4 * units}), ({units}, {4 * units}), "
+                             f"({4 * units},) for {units} units on {d} features)")
+    return LSTM(kernel, recurrent, bias)
+
+
 def _build(layers: list, reader: _Reader, where: str) -> Graph:
     nodes: list[Node] = []
     counts: dict[str, int] = {}
     shape: list[int] | None = None  # IR shape of the current output
     order: np.ndarray | None = None  # after Flatten: Keras feature j is IR feature order[j]
+    seq: tuple[int, int] | None = None  # (T, D) while the current output is the sequence input (the IR's (T * D,))
 
     def add(prefix, layer, keras_name):
         i = counts.get(prefix, 0)
@@ -107,13 +138,16 @@ def _build(layers: list, reader: _Reader, where: str) -> Graph:
         return name
 
     def start(cfg):
-        nonlocal shape
+        nonlocal shape, seq
         if shape is not None:
             return
         bis = cfg.get("batch_input_shape") or cfg.get("batch_shape")
-        if not bis or len(bis) not in (2, 4) or any(d is None for d in bis[1:]):
-            raise ParameterError(f"{where}: the model's input shape is unknown ({bis}); build it with an input shape")
+        if not bis or len(bis) not in (2, 3, 4) or any(d is None for d in bis[1:]):
+            raise ParameterError(f"{where}: the model's input shape is {bis}; build it with a fixed input shape "
+                                 f"(N, F), (N, T, D) or (N, H, W, C)")
         hw = [int(d) for d in bis[1:]]
+        if len(hw) == 2:  # a sequence (T, D): the IR's (T * D,), time-major
+            seq, hw = (hw[0], hw[1]), [hw[0] * hw[1]]
         shape = [hw[2], hw[0], hw[1]] if len(hw) == 3 else hw
         nodes.append(Node("input", Input(tuple(shape))))
 
@@ -144,7 +178,16 @@ def _build(layers: list, reader: _Reader, where: str) -> Graph:
         w = reader.weights(lname)
         if cls in _IGNORED:
             continue
-        if cls == "Conv2D":
+        if seq is not None and cls != "LSTM":
+            raise ParameterError(f"{where}: layer {lname!r} of type {cls} reads the sequence input (T, D) = {seq} "
+                                 f"(only an LSTM reads a sequence)")
+        if cls == "LSTM":
+            if seq is None:
+                raise ParameterError(f"{where}: LSTM {lname!r} on an input of IR shape {tuple(shape)} is not supported "
+                                     f"(only an LSTM first, on a sequence input (N, T, D): no stacked LSTMs)")
+            add("lstm", _lstm(cfg, w, lname, seq, where), lname)
+            shape, seq = [int(cfg["units"])], None
+        elif cls == "Conv2D":
             channels_last(cfg, lname)
             if len(shape) != 3:
                 raise ParameterError(f"{where}: Conv2D {lname!r} on a vector")

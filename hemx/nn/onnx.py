@@ -1,9 +1,10 @@
 """The ONNX front end of :mod:`hemx.nn`: an ONNX graph (opset 13 or later) -> :class:`~hemx.nn.graph.Graph`.
 
 Reads the model with the ``onnx`` package only (``pip install 'hemx[onnx]'``; imported when :func:`from_onnx` is
-called, so :mod:`hemx` imports without it). The graph takes one NCHW image ``(N, C, H, W)`` or one vector batch
-``(N, F)``, with the batch dimension symbolic or fixed and the others fixed; weights are initializers or
-``Constant`` nodes, as exporters (``torch.onnx.export``, tf2onnx, ...) write them.
+called, so :mod:`hemx` imports without it). The graph takes one NCHW image ``(N, C, H, W)``, one vector batch
+``(N, F)`` or one sequence batch ``(N, T, D)`` / ``(T, N, D)`` for an LSTM (below), with the batch dimension
+symbolic or fixed and the others fixed; weights are initializers or ``Constant`` nodes, as exporters
+(``torch.onnx.export``, tf2onnx, ...) write them.
 
 The importer only pattern-matches ONNX nodes into layers (:data:`SUPPORTED_OPS`); it folds nothing: a
 ``BatchNormalization`` after a ``Conv`` stays a :class:`BatchNorm` node, folded by the compiler's ``fold`` pass.
@@ -25,7 +26,21 @@ The importer only pattern-matches ONNX nodes into layers (:data:`SUPPORTED_OPS`)
 * ``Flatten`` (axis 1) and ``Reshape`` to ``(N, -1)`` -> :class:`Flatten` (ONNX flattens NCHW channel-first, as
   the IR does; no permutation);
 * ``Add`` of two tensors (residuals) -> :class:`Add`; ``Mul`` of two tensors -> :class:`Multiply`;
-* ``Constant`` and ``Identity``; any node whose inputs are all constants is evaluated.
+* ``LSTM`` (forward, one direction, default activations Sigmoid / Tanh / Tanh, no peepholes, clip or
+  ``input_forget``, absent or zero initial states and ``sequence_lens`` absent) reading the graph's sequence input
+  -> :class:`LSTM` (ONNX's gate order i, o, f, c reordered to the layer's i, f, g, o; ``B``'s two halves summed).
+  Only its last hidden state is a tensor: ``Y_h``, or ``Y``'s last time step, reached by ``Squeeze`` (of the
+  direction axis), ``Transpose``, ``Gather`` / ``Slice`` of the last time step (as ``torch.onnx.export`` writes
+  ``h_n[-1]`` and ``output[:, -1]`` / ``output[-1]``), ending as the ``(N, H)`` vector batch; ``Y_c`` is refused;
+* ``Constant`` and ``Identity``; ``Shape`` (its batch entry read as 1: exporters use it to size the zero initial
+  states), ``Gather``, ``Unsqueeze``, ``Squeeze``, ``Concat``, ``Slice``, ``Transpose``, ``ConstantOfShape`` on
+  constants; any node whose inputs are all constants is evaluated.
+
+A sequence input ``(N, T, D)`` or ``(T, N, D)`` (3-D) feeds one or more LSTMs, directly or through a ``Transpose``
+of its first two axes; which of its first two axes is time follows from the LSTM's ``layout`` (0: ``X`` is ``(T, N,
+D)``; 1: ``(N, T, D)``) and the transposes. The imported graph's input is then the sequence flattened time-major,
+``(T * D,)``: feed it ``x.reshape(N, T * D)`` for ``(N, T, D)`` data and ``x.transpose(1, 0, 2).reshape(N, T * D)``
+for ``(T, N, D)`` data.
 
 Any other op, or a supported op with unsupported attributes, raises :class:`~hemx.errors.ParameterError` naming
 the op type, the node and the supported ops.
@@ -40,8 +55,8 @@ import numpy as np
 
 from hemx.errors import ParameterError
 from hemx.nn.graph import (
-    Activation, Add, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input, MaxPool2D,
-    Multiply, Node,
+    LSTM, Activation, Add, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input,
+    MaxPool2D, Multiply, Node,
 )
 
 __all__ = ["from_onnx", "SUPPORTED_OPS", "MIN_OPSET"]
@@ -49,7 +64,11 @@ __all__ = ["from_onnx", "SUPPORTED_OPS", "MIN_OPSET"]
 MIN_OPSET = 13
 
 SUPPORTED_OPS = ("Conv", "Gemm", "MatMul", "BatchNormalization", "Relu", "Add", "Sub", "Mul", "Div", "Neg", "Pow",
-                 "AveragePool", "GlobalAveragePool", "MaxPool", "Flatten", "Reshape", "Constant", "Identity")
+                 "AveragePool", "GlobalAveragePool", "MaxPool", "Flatten", "Reshape", "Constant", "Identity", "LSTM",
+                 "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Transpose", "ConstantOfShape")
+# the ops that rearrange shapes: evaluated on constants, and (Squeeze, Transpose, Gather, Slice, Flatten, Reshape)
+# applied to an LSTM's outputs or (Transpose) to the sequence input
+_SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Transpose", "ConstantOfShape")
 
 _ID = (0.0, 1.0)  # the polynomial x
 
@@ -72,6 +91,30 @@ class _Value:
 
     tensor: _Tensor
     p: tuple[float, ...] = _ID
+
+
+@dataclasses.dataclass(frozen=True)
+class _Seq:
+    """The graph's sequence input, ONNX ``dims`` ``(d0, d1, D)`` (``None`` where symbolic; one of ``d0``, ``d1`` is
+    the batch, the other time), or a ``Transpose`` of it exchanging the first two axes (``swapped``)."""
+
+    dims: tuple
+    swapped: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class _Steps:
+    """An output of LSTM node ``node`` (``H`` ``hidden``, ``T`` ``steps``), its axes labelled: ``"T"`` the time
+    steps, ``"t"`` the last one only (size 1), ``"dir"`` the direction (size 1), ``"B"`` the batch, ``"H"`` the
+    hidden units. ``("B", "H")`` is the last hidden state ``(N, H)``, the node's output."""
+
+    node: str
+    axes: tuple[str, ...]
+    hidden: int
+    steps: int
+
+    def size(self, label: str) -> int | None:
+        return {"T": self.steps, "t": 1, "dir": 1, "H": self.hidden}.get(label)
 
 
 def _trim(p) -> tuple[float, ...]:
@@ -119,6 +162,8 @@ class _Importer:
         self.used: set[str] = set()
         self.count: dict[str, int] = {}  # unnamed ONNX nodes per name prefix
         self.onnx_node = None
+        self.seq_input: tuple[int, int] | None = None  # (time axis, T) of the sequence input, once an LSTM read it
+        self.refused: dict[str, str] = {}  # ONNX tensor name -> why it cannot be read
 
     # errors and names -------------------------------------------------------------------------------------------
     def where(self) -> str:
@@ -148,6 +193,8 @@ class _Importer:
 
     # reading values ---------------------------------------------------------------------------------------------
     def read(self, name: str):
+        if name in self.refused:
+            self.fail(f"reads {name!r}, {self.refused[name]}")
         if name not in self.values:
             self.fail(f"reads {name!r}, which no earlier node, initializer or graph input produces (is the graph "
                       f"topologically sorted?)")
@@ -162,6 +209,12 @@ class _Importer:
 
     def tensor(self, name: str) -> _Tensor:
         v = self.read(name)
+        if isinstance(v, _Seq):
+            self.fail(f"reads the sequence input {name!r} (only an LSTM reads it, directly or after a Transpose of "
+                      f"its first two axes)")
+        if isinstance(v, _Steps):
+            self.fail(f"reads {name!r}, an LSTM output of axes {v.axes} (only its last hidden state (N, H) is a "
+                      f"tensor: Y_h or Y's last time step, its size-1 axes squeezed)")
         if isinstance(v, np.ndarray):
             self.fail(f"its input {name!r} is a constant where a tensor computed from the graph input is needed")
         return self.materialize(v)
@@ -345,6 +398,8 @@ class _Importer:
         h, w = (x.shape[1] - k) // s + 1, (x.shape[2] - k) // s + 1
         if int(attrs.get("ceil_mode", 0)) and ((x.shape[1] - k) % s or (x.shape[2] - k) % s):
             self.fail("ceil_mode 1 where the windows do not fit exactly")
+        if k == 1 and s == 1:  # a 1x1 window with stride 1 (converters keep Keras's pool_size=1): the identity
+            return _Value(x)
         name = self.add(self.own_name(kind.__name__.lower()), kind(k, s), (x.name,))
         return _Value(_Tensor(name, (x.shape[0], h, w)))
 
@@ -354,6 +409,146 @@ class _Importer:
         if len(t.shape) == 1 or t.flat:  # a vector, or a global pool's (C, 1, 1)
             return _Value(_Tensor(t.name, (size,)))
         return _Value(_Tensor(self.add(self.own_name("flatten"), Flatten(), (t.name,)), (size,)))
+
+    # sequences -----------------------------------------------------------------------------------------------------
+    def lstm(self, n, attrs, ins) -> None:
+        """An ONNX LSTM -> an :class:`LSTM` node reading the sequence input; its outputs ``Y`` and ``Y_h`` become
+        :class:`_Steps` (``Y_c``: refused)."""
+        x = self.read(ins[0])
+        if not isinstance(x, _Seq):
+            self.fail("its input X is not the graph's sequence input (N, T, D) / (T, N, D) (only an LSTM on the "
+                      "graph input, directly or after a Transpose of its first two axes: no stacked LSTMs)")
+        direction = _text(attrs.get("direction", "forward"))
+        if direction != "forward":
+            self.fail(f"direction {direction!r} (only 'forward': no reverse or bidirectional LSTM)")
+        acts = [_text(a).lower() for a in attrs.get("activations", [])]
+        if acts and acts != ["sigmoid", "tanh", "tanh"]:
+            self.fail(f"activations {acts} (only the default Sigmoid, Tanh, Tanh)")
+        if "clip" in attrs:
+            self.fail(f"clip {attrs['clip']} (only no clipping)")
+        if int(attrs.get("input_forget", 0)):
+            self.fail("input_forget 1 (only 0: separate input and forget gates)")
+        layout = int(attrs.get("layout", 0))
+        if layout not in (0, 1):
+            self.fail(f"layout {layout} (only 0 or 1)")
+        w, r = self.const(ins[1], "weight W"), self.const(ins[2], "recurrence weight R")
+        hid = int(attrs.get("hidden_size", r.shape[-1] if r.ndim == 3 else 0))
+        d = x.dims[2]
+        if w.shape != (1, 4 * hid, d) or r.shape != (1, 4 * hid, hid):
+            self.fail(f"W {w.shape} and R {r.shape} (only one direction: W (1, {4 * hid}, {d}) and R (1, {4 * hid}, "
+                      f"{hid}) for hidden_size {hid} on {d} input features)")
+        bias = np.zeros(8 * hid)
+        optional = ins + [""] * (8 - len(ins))
+        if optional[3]:
+            b = self.const(optional[3], "bias B")
+            if b.shape != (1, 8 * hid):
+                self.fail(f"B {b.shape} (only (1, {8 * hid}))")
+            bias = b[0]
+        if optional[4]:
+            self.fail("sequence_lens (only full-length sequences: leave it out)")
+        for k, what in ((5, "initial_h"), (6, "initial_c"), (7, "peepholes P")):
+            if optional[k] and np.any(self.const(optional[k], what)):
+                self.fail(f"a nonzero {what} (only zero or absent initial states and no peepholes)")
+        # which axis of the graph input is time: X's time axis (0 for layout 0), through the transposes
+        t_axis = (1 if layout else 0) ^ int(x.swapped)
+        steps = x.dims[t_axis]
+        if steps is None:
+            self.fail(f"the sequence input's time axis {t_axis} (of {list(x.dims)}) is symbolic (only the batch axis "
+                      f"is; the other must be fixed)")
+        if self.seq_input is None:
+            self.seq_input = (t_axis, steps)
+            self.nodes.insert(0, Node("input", Input((steps * d,))))
+        elif self.seq_input != (t_axis, steps):
+            self.fail(f"reads the sequence input with time on axis {t_axis}, an earlier LSTM on axis "
+                      f"{self.seq_input[0]}")
+
+        def hemx_order(m: np.ndarray) -> np.ndarray:  # ONNX's gate blocks i, o, f, c -> i, f, g(=c), o
+            i, o, f, c = np.split(m, 4, axis=0)
+            return np.concatenate([i, f, c, o], axis=0)
+
+        layer = LSTM(hemx_order(w[0]).T, hemx_order(r[0]).T, hemx_order(bias[:4 * hid] + bias[4 * hid:]))
+        name = self.add(self.own_name("lstm"), layer, ("input",))
+        outs = list(n.output) + [""] * (3 - len(n.output))
+        y_axes, h_axes = (("B", "T", "dir", "H"), ("B", "dir", "H")) if layout else (("T", "dir", "B", "H"),
+                                                                                     ("dir", "B", "H"))
+        for out, axes in ((outs[0], y_axes), (outs[1], h_axes)):
+            if out:
+                self.values[out] = _Steps(name, axes, hid, steps)
+        if outs[2]:
+            self.refused[outs[2]] = "the LSTM's cell state Y_c (only Y and Y_h)"
+
+    def shape_op(self, op: str, attrs: dict, ins: list, args: list):
+        """``Transpose`` of the sequence input, ``Shape`` of a tensor, and ``Squeeze`` / ``Transpose`` / ``Gather``
+        / ``Slice`` / ``Flatten`` / ``Reshape`` of an LSTM output (the rest of :data:`_SHAPE_OPS` on constants only:
+        :meth:`fold`)."""
+        v = args[0]
+        if op == "Shape":
+            if isinstance(v, _Seq):
+                dims = [1 if d is None else d for d in v.dims]
+                return np.array(dims[1::-1] + dims[2:] if v.swapped else dims, dtype=np.int64)
+            if isinstance(v, _Steps):
+                return np.array([1 if a == "B" else v.size(a) for a in v.axes], dtype=np.int64)
+            return np.array((1, *v.tensor.shape), dtype=np.int64)  # (a _Value: constants were folded)
+        if isinstance(v, _Seq):
+            perm = [int(p) for p in attrs.get("perm", (2, 1, 0))]
+            if op != "Transpose" or perm not in ([1, 0, 2], [0, 1, 2]):
+                self.tensor(ins[0])  # fails: only an LSTM reads the sequence
+            return _Seq(v.dims, v.swapped ^ (perm == [1, 0, 2]))
+        if not isinstance(v, _Steps):
+            self.fail("this op on a tensor computed from the input (only on constants and LSTM outputs)")
+        axes = list(v.axes)
+
+        def axis_list(k: int, attr: str) -> list[int] | None:
+            src = self.const(ins[k], attr) if len(ins) > k and ins[k] else attrs.get(attr)
+            return None if src is None else [int(a) % len(axes) for a in np.ravel(src)]
+
+        if op == "Transpose":
+            perm = [int(p) for p in attrs.get("perm", range(len(axes) - 1, -1, -1))]
+            axes = [axes[p] for p in perm]
+        elif op == "Squeeze":
+            which = axis_list(1, "axes")
+            if which is None:
+                which = [k for k, a in enumerate(axes) if v.size(a) == 1]
+            for k in which:
+                if v.size(axes[k]) != 1:
+                    self.fail(f"squeezes axis {k} of the LSTM output of axes {tuple(axes)}, not of size 1")
+            axes = [a for k, a in enumerate(axes) if k not in which]
+        elif op == "Gather":
+            k = int(attrs.get("axis", 0)) % len(axes)
+            idx = self.const(ins[1], "indices")
+            size = v.size(axes[k])
+            if axes[k] not in ("T", "t", "dir") or idx.size != 1 or int(idx.flat[0]) % size != size - 1:
+                self.fail(f"gathers {idx.ravel()[:4]} on axis {k} of the LSTM output of axes {tuple(axes)} (only its "
+                          f"last time step or its one direction)")
+            axes = axes[:k] + axes[k + 1:] if idx.ndim == 0 else axes[:k] + ["t" if axes[k] == "T" else axes[k]] \
+                + axes[k + 1:]
+        elif op == "Slice":
+            starts, ends = self.const(ins[1], "starts"), self.const(ins[2], "ends")
+            which = axis_list(3, "axes") or list(range(starts.size))
+            step = self.const(ins[4], "steps") if len(ins) > 4 and ins[4] else np.ones(starts.size, dtype=np.int64)
+            for k, a, b, s in zip(which, starts.ravel(), ends.ravel(), step.ravel()):
+                size = v.size(axes[k])
+                if size is None or int(s) != 1:
+                    self.fail(f"slices axis {k} ({axes[k]}) of the LSTM output of axes {tuple(axes)} (only a "
+                              f"step-1 slice of the time, direction or hidden axis)")
+                lo = max(int(a) + size if int(a) < 0 else int(a), 0)
+                hi = min(int(b) + size if int(b) < 0 else int(b), size)
+                if (lo, hi) == (size - 1, size) and axes[k] == "T":
+                    axes[k] = "t"
+                elif (lo, hi) != (0, size):
+                    self.fail(f"slices [{lo}, {hi}) of axis {k} ({axes[k]}) of the LSTM output of axes "
+                              f"{tuple(axes)} (only the last time step or a whole axis)")
+        else:  # Flatten / Reshape: (N, H) when the other axes are of size 1 and the batch comes first
+            kept = [a for a in axes if v.size(a) != 1]
+            target = [int(d) for d in self.const(ins[1], "shape")] if op == "Reshape" else None
+            if op == "Flatten" and int(attrs.get("axis", 1)) != 1 or axes[0] != "B" or kept != ["B", "H"] \
+                    or target is not None and (len(target) != 2 or target[1] not in (v.hidden, -1)
+                                               or target[1] == -1 and target[0] < 1):
+                self.fail(f"a {op} of the LSTM output of axes {tuple(axes)} (only to (N, H), the batch first)")
+            axes = ["B", "H"]
+        if tuple(axes) == ("B", "H"):
+            return _Value(_Tensor(v.node, (v.hidden,)))
+        return dataclasses.replace(v, axes=tuple(axes))
 
     def node(self, n) -> None:
         op, attrs, ins = n.op_type, _attrs(n), list(n.input)
@@ -372,6 +567,9 @@ class _Importer:
             return
         if op not in SUPPORTED_OPS:
             self.fail("this op is not supported")
+        if op == "LSTM":
+            self.lstm(n, attrs, ins)
+            return
         args = [self.read(i) if i else None for i in ins]
         if len(n.output) > 1 and any(n.output[1:]) and op not in ("MaxPool",):
             self.fail(f"{len(n.output)} outputs (only one)")
@@ -380,9 +578,15 @@ class _Importer:
             self.values[out] = args[0]
             return
         if all(a is None or isinstance(a, np.ndarray) for a in args) and op in (
-                "Add", "Sub", "Mul", "Div", "Neg", "Pow", "Reshape", "Flatten"):
+                "Add", "Sub", "Mul", "Div", "Neg", "Pow", "Reshape", "Flatten", *_SHAPE_OPS):
             self.values[out] = self.fold(op, attrs, args)
             return
+        if op in _SHAPE_OPS or op in ("Flatten", "Reshape") and isinstance(args[0], (_Seq, _Steps)):
+            self.values[out] = self.shape_op(op, attrs, ins, args)
+            return
+        for a, i in zip(args, ins):
+            if isinstance(a, (_Seq, _Steps)):
+                self.tensor(i)  # fails, naming what reads the sequence / the LSTM output
         if op == "Conv":
             v = self.conv(n, attrs)
         elif op == "Gemm":
@@ -458,6 +662,8 @@ class _Importer:
     def fold(self, op: str, attrs: dict, args: list) -> np.ndarray:
         """An op on constants only, evaluated (float64)."""
         a = args[0]
+        if op in _SHAPE_OPS:
+            return np.asarray(self.fold_shape(op, attrs, args))
         if op == "Add":
             return a + args[1]
         if op == "Sub":
@@ -476,6 +682,44 @@ class _Importer:
         shape = [int(d) for d in args[1]]
         shape = [a.shape[i] if d == 0 and not int(attrs.get("allowzero", 0)) else d for i, d in enumerate(shape)]
         return a.reshape(shape)
+
+
+    def fold_shape(self, op: str, attrs: dict, args: list) -> np.ndarray:
+        a = args[0]
+
+        def axes_of(k: int, ndim: int) -> list[int] | None:
+            src = args[k] if len(args) > k and args[k] is not None else attrs.get("axes")
+            return None if src is None else sorted(int(x) % ndim for x in np.ravel(src))
+
+        if op == "Shape":
+            return np.array(a.shape, dtype=np.int64)
+        if op == "Gather":
+            return np.take(a, args[1].astype(np.int64), axis=int(attrs.get("axis", 0)))
+        if op == "Unsqueeze":
+            for k in axes_of(1, a.ndim + np.ravel(args[1] if len(args) > 1 and args[1] is not None
+                                                  else attrs["axes"]).size):
+                a = np.expand_dims(a, k)
+            return a
+        if op == "Squeeze":
+            which = axes_of(1, a.ndim)
+            return np.squeeze(a, axis=None if which is None else tuple(which))
+        if op == "Concat":
+            return np.concatenate(args, axis=int(attrs["axis"]))
+        if op == "Transpose":
+            return np.transpose(a, attrs.get("perm"))
+        if op == "ConstantOfShape":
+            fill = self.numpy_helper.to_array(attrs["value"]) if "value" in attrs else np.zeros(1)
+            return np.full([int(d) for d in a], fill.ravel()[0], dtype=np.float64 if fill.dtype.kind == "f"
+                           else fill.dtype)
+        # Slice
+        starts, ends = args[1], args[2]
+        which = [int(x) % a.ndim for x in (args[3] if len(args) > 3 and args[3] is not None
+                                           else range(starts.size))]
+        steps = args[4] if len(args) > 4 and args[4] is not None else np.ones(starts.size, dtype=np.int64)
+        index = [slice(None)] * a.ndim
+        for k, lo, hi, st in zip(which, starts, ends, steps):
+            index[k] = slice(int(lo), int(hi), int(st))
+        return a[tuple(index)]
 
 
 def _load(path_or_model):
@@ -500,9 +744,12 @@ def _load(path_or_model):
 def from_onnx(path_or_model) -> Graph:
     """Import an ONNX model (a path to a ``.onnx`` file, its bytes, or an ``onnx.ModelProto``) as a :class:`Graph`.
 
-    The model has one input, NCHW images ``(N, C, H, W)`` or vectors ``(N, F)`` (``N`` symbolic or fixed), and one
-    output; its default-domain opset is 13 or later. The graph's input is ``(C, H, W)`` or ``(F,)`` and it computes
-    what the ONNX model computes (a ``GlobalAveragePool`` output ``(N, C, 1, 1)`` is ``(C,)``). See the module
+    The model has one input, NCHW images ``(N, C, H, W)``, vectors ``(N, F)`` or sequences ``(N, T, D)`` / ``(T, N,
+    D)`` read by LSTMs (``N`` symbolic or fixed), and one output; its default-domain opset is 13 or later. The
+    graph's input is ``(C, H, W)``, ``(F,)`` or, for a sequence, ``(T * D,)``: the sequence flattened time-major,
+    so feed it ``x.reshape(N, T * D)`` for ``(N, T, D)`` data and ``x.transpose(1, 0, 2).reshape(N, T * D)`` for
+    ``(T, N, D)`` data (which axis is time follows from the LSTM's ``layout``, module docstring). It computes what
+    the ONNX model computes (a ``GlobalAveragePool`` output ``(N, C, 1, 1)`` is ``(C,)``). See the module
     docstring for the supported ops; anything else raises :class:`~hemx.errors.ParameterError` naming the op type,
     the node and the supported ops.
     """
@@ -524,13 +771,19 @@ def from_onnx(path_or_model) -> Graph:
         raise ParameterError(f"from_onnx: the model has {len(g.output)} outputs (only one)")
     inp = inputs[0]
     dims = [d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim]
-    if len(dims) not in (2, 4) or any(d is None or d < 1 for d in dims[1:]):
+    if len(dims) == 3:  # a sequence: its Input node comes with the first LSTM that reads it (which axis is time)
+        if dims[2] is None or sum(d is None for d in dims[:2]) > 1 or any(d is not None and d < 1 for d in dims):
+            raise ParameterError(f"from_onnx: sequence input {inp.name!r} of shape {dims} (only (N, T, D) or (T, N, "
+                                 f"D) with T and D fixed)")
+        imp.values[inp.name] = _Seq(tuple(dims))
+    elif len(dims) not in (2, 4) or any(d is None or d < 1 for d in dims[1:]):
         raise ParameterError(f"from_onnx: input {inp.name!r} of shape {dims} (only (N, C, H, W) or (N, F) with "
-                             f"fixed sizes after the batch)")
-    shape = tuple(int(d) for d in dims[1:])
-    imp.nodes.append(Node("input", Input(shape)))
+                             f"fixed sizes after the batch, or a sequence (N, T, D) / (T, N, D) read by an LSTM)")
+    else:
+        shape = tuple(int(d) for d in dims[1:])
+        imp.nodes.append(Node("input", Input(shape)))
+        imp.values[inp.name] = _Value(_Tensor("input", shape))
     imp.used.add("input")
-    imp.values[inp.name] = _Value(_Tensor("input", shape))
     for n in g.node:
         for i in n.input:
             imp.readers[i] = imp.readers.get(i, 0) + 1
@@ -542,7 +795,10 @@ def from_onnx(path_or_model) -> Graph:
     out = imp.read(g.output[0].name)
     if isinstance(out, np.ndarray):
         raise ParameterError("from_onnx: the output does not depend on the input")
-    result = imp.materialize(out)
+    if not any(isinstance(n.layer, Input) for n in imp.nodes):
+        raise ParameterError(f"from_onnx: no LSTM reads the sequence input {inp.name!r} (a 3-D input is a sequence "
+                             f"for an LSTM)")
+    result = imp.tensor(g.output[0].name)
     need = {result.name}
     for node in reversed(imp.nodes):
         if node.name in need:

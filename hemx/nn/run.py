@@ -14,6 +14,7 @@ repeated ``B`` times); inputs are packed with :func:`~hemx.nn.packing.interleave
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +24,8 @@ from hemx.circuits import CKKSEvaluator, SimCiphertext, SlotSimulator, as_evalua
 from hemx.circuits.bootstrap import BootstrapParameters, bootstrapper_for
 from hemx.ckks import Context
 from hemx.ckks.params import CKKSParameters
-from hemx.errors import LevelError, OverflowBoundError, ParameterError, ShapeError
+from hemx.errors import (BoundError, BoundWarning, LevelError, OverflowBoundError, ParameterError, ShapeError,
+                         external_stacklevel)
 from hemx.nn import packing
 
 
@@ -66,14 +68,28 @@ class CompiledNetwork:
         return ctx.keygen(rotations=list(self.rotations), bootstrap=boot,
                           rotation_level=dict(self.plan.rotation_levels))
 
-    def encrypt_input(self, backend, keys, x):
+    @property
+    def input_bound(self) -> float | None:
+        """The bound the network was compiled for on its input: the calibration batch's ``max |x|`` times the
+        margin (:func:`~hemx.nn.compile`'s ``margin``, 1.2 by default); None when compiled without calibration
+        data (linear and polynomial networks). :meth:`encrypt_input` refuses inputs beyond it."""
+        bound = self.bounds.get("input")
+        return None if bound is None else float(bound)
+
+    def encrypt_input(self, backend, keys, x, *, on_bound: str = "raise"):
         """Pack ``x`` (``input_shape`` or ``(n, *input_shape)``) and encrypt it at the plan's input level.
 
         ``backend``: a Context (``keys``: its KeySet or public key) or a SlotSimulator (``keys`` ignored). Returns
         one value with a leading axis of ``num_cts`` ciphertexts (then the batch axis, if any). With
         ``images_per_ciphertext = B > 1`` the batch axis has ``ceil(n / B)`` entries of ``B`` interleaved images
         each (the last padded with zero images); one image (no batch axis) fills image 0 of one ciphertext.
+
+        ``x``'s ``max |x|`` is checked against :attr:`input_bound` first (:func:`check_input_bound`): beyond it
+        the ReLU approximations and bootstraps, fitted to the calibrated ranges, would return wrong values with
+        no error, so it raises :class:`~hemx.errors.BoundError`; ``on_bound="warn"`` warns
+        (:class:`~hemx.errors.BoundWarning`) and encrypts anyway.
         """
+        check_input_bound(x, self.input_bound, on_bound=on_bound)
         values = self.pack_input(x)
         if isinstance(backend, SlotSimulator):
             return backend.encrypt(values, level=self.plan.input_level, scale=self.scale)
@@ -294,6 +310,36 @@ class InterleavedEvaluator:
         return self.inner.sub(a, self._spread(b))
 
 
+def check_input_bound(x, bound: float | None, *, on_bound: str = "raise") -> float:
+    """``max |x|`` of a network input (any shape), checked against ``bound``, the bound the network was compiled
+    for (:attr:`CompiledNetwork.input_bound`; None: nothing to check). Returns ``max |x|``.
+
+    Every bound of a compiled network follows from the calibrated input range: a ReLU evaluates
+    ``x (1 + p(x / B)) / 2`` with ``p`` fitted on ``[-1, 1]``, and a bootstrap's input must stay below its bound,
+    so an input beyond ``bound`` decrypts to wrong values with no error. It raises
+    :class:`~hemx.errors.BoundError` (``on_bound="raise"``, the default) or warns with
+    :class:`~hemx.errors.BoundWarning` (``on_bound="warn"``); values that are not finite are always refused."""
+    if on_bound not in ("raise", "warn"):
+        raise ParameterError(f"on_bound must be 'raise' or 'warn', got {on_bound!r}")
+    v = np.asarray(x)
+    if v.dtype == object or not (np.issubdtype(v.dtype, np.number) or v.dtype == np.bool_):
+        raise ParameterError(f"a network input must be an array of numbers, got dtype {v.dtype}")
+    peak = float(np.max(np.abs(v))) if v.size else 0.0
+    if not math.isfinite(peak):
+        raise BoundError("the input holds values that are not finite (inf or nan); encrypt finite values only")
+    if bound is None or peak <= bound:
+        return peak
+    msg = (f"the input's max |x| = {peak:.6g} exceeds the bound {bound:.6g} the network was compiled for (its "
+           f"calibration data's max |x| times the margin) by a factor {peak / bound:.4g}: the ReLU approximations and "
+           "bootstraps hold only within the calibrated ranges, so the outputs would be wrong without an error. "
+           "Normalise the input as the calibration data was, or recompile with calibration data that covers such "
+           "inputs (or a larger margin=); on_bound='warn' encrypts it anyway")
+    if on_bound == "warn":
+        warnings.warn(msg, BoundWarning, stacklevel=external_stacklevel())
+        return peak
+    raise BoundError(msg)
+
+
 def _unbounded(x):
     return x.replace(bound=None) if getattr(x, "bound", None) is not None else x
 
@@ -344,4 +390,5 @@ def bootstrap_values(ev, xs: list, *, level: int, factor: float = 1.0) -> list:
     return unstack_values(ev, y, len(xs))
 
 
-__all__ = ["CompiledNetwork", "InterleavedEvaluator", "bootstrap_values", "stack_values", "unstack_values"]
+__all__ = ["CompiledNetwork", "InterleavedEvaluator", "bootstrap_values", "check_input_bound", "stack_values",
+           "unstack_values"]

@@ -28,6 +28,14 @@ module recognises those patterns.
 * ``reshape`` of an image to ``(B, -1)`` (or ``squeeze`` of 1x1 spatial axes) -> :class:`Flatten`. The IR flattens
   channel-first; the jaxpr's flatten order (HWC for NHWC) is kept as a feature permutation and applied to the next
   dense layer's weight (and per-feature constants), so no permutation node is needed;
+* ``logistic`` (``jax.nn.sigmoid``) / ``tanh`` -> ``Activation("sigmoid")`` / ``Activation("tanh")`` (fitted
+  polynomials when compiled);
+* a ``(B, T, D)`` input is a sequence (the graph input ``(T * D,)``, time-major); ``jax.lax.scan`` of an LSTM cell
+  over its time axis (``z = x_t @ W_x + h @ W_h + b``, the gates split or computed apart in any order,
+  ``c = sigmoid(f) * c + sigmoid(i) * tanh(g)``, ``h = sigmoid(o) * tanh(c)``, carries ``(h, c)`` or ``(c, h)``
+  from zeros: a plain JAX cell, Flax's ``LSTMCell`` / ``OptimizedLSTMCell`` under ``nn.RNN``) -> :class:`LSTM`,
+  its value the final ``h`` (the final carry, or the last of the stacked outputs); the cell is matched
+  symbolically and then checked by running it once against the LSTM formula;
 * ``transpose`` only relabels axes; ``max(x, 0)`` -> ``Activation("relu")``; the sum of two different tensors ->
   :class:`Add`; the product of two different tensors of one shape -> :class:`Multiply` (of one tensor: a
   polynomial, above);
@@ -48,8 +56,8 @@ import numpy as np
 
 from hemx.errors import ParameterError, ShapeError
 from hemx.nn.graph import (
-    Activation, Add, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input, MaxPool2D,
-    Multiply, Node,
+    LSTM, Activation, Add, Affine, AvgPool2D, BatchNorm, Conv2D, Dense, Flatten, GlobalAvgPool, Graph, Input,
+    MaxPool2D, Multiply, Node,
 )
 from hemx.nn.passes.fold import fold_nodes
 
@@ -59,7 +67,8 @@ SUPPORTED = (
     "conv_general_dilated (stride 1/2, explicit padding, no dilation/groups), dot_general with a constant matrix, "
     "add/sub/mul/div/neg by constants (scalars or per-channel: bias, batch-norm, x/255), add of two tensors "
     "(residual), mul of two tensors of one shape (element-wise product), mul/square/integer_pow of one tensor "
-    "(polynomial activations), max(x, 0) (ReLU), "
+    "(polynomial activations), max(x, 0) (ReLU), logistic / tanh (sigmoid / tanh activations), "
+    "scan of an LSTM cell over the time axis of a (B, T, D) sequence from zero carries (LSTM), "
     "reduce_window_sum (+ div: average pool), reduce_window_max (max pool), reduce_sum / reduce_max over H and W "
     "(global pools), reshape/squeeze to (B, features) (flatten), transpose, convert_element_type, copy, and inlined "
     "jit/pjit/closed_call/core_call/custom_jvp_call/custom_vjp_call/remat; any computation on constants only"
@@ -68,6 +77,8 @@ SUPPORTED = (
 _INLINE = {"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr",
            "remat", "checkpoint", "remat2", "custom_lin"}
 _IDENTITY = {"convert_element_type", "copy", "copy_p", "reduce_precision", "optimization_barrier"}
+#: what may read a sequence (B, T, D) input: the LSTM scan, transposes, element-wise arithmetic
+_SEQUENCE_OPS = {"scan", "transpose", "add", "sub", "mul", "div", "neg"} | _IDENTITY
 
 
 # --- symbolic values --------------------------------------------------------------------------------------------
@@ -164,7 +175,206 @@ class _Value:
         return _Value(self.base, self.s, self.t, _poly_trim(p))
 
 
+# --- LSTM cells under jax.lax.scan --------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Unsupported:
+    """A value the graph cannot hold (an LSTM scan's final cell state or its stacked per-step outputs)."""
+
+    what: str
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Stacked:
+    """The stacked hidden states of an LSTM scan (axes of ``roles``, "T" the time axis): only the last time step
+    (``last``: the time axis sliced to it) becomes a graph value, the LSTM node ``name``'s."""
+
+    name: str
+    roles: tuple[str, ...]
+    jshape: tuple[int, ...]
+    last: bool = False
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Lin:
+    """``x_t @ wx + h @ wh + b`` in a scanned cell: ``wx`` ``(D, n)``, ``wh`` ``(H, n)`` (None: no ``h`` term),
+    ``b`` ``(n,)``."""
+
+    wx: np.ndarray
+    wh: np.ndarray | None
+    b: np.ndarray
+
+    def columns(self, start: int, stop: int) -> "_Lin":
+        return _Lin(self.wx[:, start:stop], None if self.wh is None else self.wh[:, start:stop], self.b[start:stop])
+
+    def plus(self, other: "_Lin") -> "_Lin":
+        wh = other.wh if self.wh is None else self.wh if other.wh is None else self.wh + other.wh
+        return _Lin(self.wx + other.wx, wh, self.b + other.b)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Sym:
+    """A symbolic value of a scanned cell: ``kind`` ``"carry"`` (``args``: its index), ``"sigmoid"`` / ``"tanh"``
+    (of a :class:`_Lin` or a sum), ``"mul"`` / ``"add"`` (of two symbols)."""
+
+    kind: str
+    args: tuple
+
+
+class _CellMatcher:
+    """Reads the body of ``jax.lax.scan`` as an LSTM cell ``(h, c), x_t -> (h', c')`` (carries in either order)."""
+
+    def __init__(self, fail: Callable, d: int):
+        self.fail, self.d = fail, d
+        self.h_index: int | None = None
+
+    def run(self, jaxpr, consts: list, args: list) -> list:
+        env = dict(zip(jaxpr.constvars, consts))
+        env.update(zip(jaxpr.invars, args))
+
+        def read(var):
+            return np.asarray(var.val) if type(var).__name__ == "Literal" else env[var]
+
+        for eqn in jaxpr.eqns:
+            outs = self.equation(eqn, [read(v) for v in eqn.invars])
+            outs = outs if eqn.primitive.multiple_results else [outs]
+            for var, val in zip(eqn.outvars, outs):
+                env[var] = val
+        return [read(v) for v in jaxpr.outvars]
+
+    def equation(self, eqn, ins):
+        prim = eqn.primitive.name
+        if prim in _INLINE:
+            sub = next((eqn.params[k] for k in ("jaxpr", "call_jaxpr", "fun_jaxpr") if k in eqn.params), None)
+            if sub is None or not hasattr(sub, "jaxpr"):
+                self.fail(f"the LSTM cell calls `{prim}` without a closed sub-jaxpr")
+            outs = self.run(sub.jaxpr, [np.asarray(c) for c in sub.consts], list(ins))
+            return outs if eqn.primitive.multiple_results else outs[0]
+        if all(isinstance(v, np.ndarray) for v in ins):
+            out = eqn.primitive.bind(*ins, **eqn.params)
+            return [np.asarray(o) for o in out] if eqn.primitive.multiple_results else np.asarray(out)
+        if prim in _IDENTITY:
+            return ins[0]
+        out_shape = tuple(eqn.outvars[0].aval.shape)
+        a = ins[0]
+        if prim == "broadcast_in_dim" and isinstance(a, (_Lin, _Sym)) and tuple(eqn.params["shape"]) == \
+                tuple(eqn.invars[0].aval.shape):
+            return a
+        if prim == "dot_general":
+            (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+            v, w = ins
+            if lb or rb or tuple(lc) != (1,) or tuple(rc) != (0,) or not isinstance(w, np.ndarray):
+                self.fail("the LSTM cell's products must be x_t @ W and h @ W with constant W")
+            w = np.asarray(w, dtype=np.float64)
+            if isinstance(v, _Lin):
+                return _Lin(v.wx @ w, None if v.wh is None else v.wh @ w, v.b @ w)
+            if isinstance(v, _Sym) and v.kind == "carry":
+                if self.h_index not in (None, v.args[0]):
+                    self.fail("both carries of the scan are multiplied by weights (an LSTM cell's c is not)")
+                self.h_index = v.args[0]
+                return _Lin(np.zeros((self.d, w.shape[1])), w, np.zeros(w.shape[1]))
+        if prim in ("add", "add_any", "sub"):
+            b = ins[1]
+            sign = -1.0 if prim == "sub" else 1.0
+            if isinstance(a, _Lin) and isinstance(b, _Lin):
+                return a.plus(b if sign > 0 else _Lin(-b.wx, None if b.wh is None else -b.wh, -b.b))
+            if isinstance(a, _Lin) and isinstance(b, np.ndarray) and b.size in (1, a.b.size):
+                return _Lin(a.wx, a.wh, a.b + sign * np.broadcast_to(b.reshape(-1), a.b.shape))
+            if prim != "sub" and isinstance(a, _Sym) and isinstance(b, _Sym):
+                return _Sym("add", (a, b))
+        if prim == "split" and isinstance(a, _Lin) and eqn.params["axis"] == len(out_shape) - 1:
+            edges = np.cumsum([0] + [int(s) for s in eqn.params["sizes"]])
+            return [a.columns(int(s), int(e)) for s, e in zip(edges[:-1], edges[1:])]
+        if prim == "slice" and isinstance(a, _Lin) and eqn.params.get("strides") in (None, (1, 1)):
+            start, limit = eqn.params["start_indices"], eqn.params["limit_indices"]
+            if start[0] == 0 and limit[0] == out_shape[0]:
+                return a.columns(int(start[1]), int(limit[1]))
+        if prim in ("logistic", "tanh") and isinstance(a, (_Lin, _Sym)):
+            return _Sym("sigmoid" if prim == "logistic" else "tanh", (a,))
+        if prim == "mul" and all(isinstance(v, _Sym) for v in ins):
+            return _Sym("mul", tuple(ins))
+        self.fail(f"`{prim}` in the scanned cell is not part of an LSTM cell (z = x_t @ W_x + h @ W_h + b; "
+                  "i, f, g, o = split(z, 4); c = sigmoid(f) * c + sigmoid(i) * tanh(g); h = sigmoid(o) * tanh(c))")
+
+
+def _gate(s, kind: str) -> _Lin | None:
+    """The gate's pre-activation when ``s`` is ``kind(lin)``."""
+    if isinstance(s, _Sym) and s.kind == kind and isinstance(s.args[0], _Lin):
+        return s.args[0]
+    return None
+
+
+def _pair(s, kind: str, first, second):
+    """``(first(a), second(b))`` of ``s = kind(a, b)`` in either order, or None."""
+    if not isinstance(s, _Sym) or s.kind != kind:
+        return None
+    a, b = s.args
+    for x, y in ((a, b), (b, a)):
+        fx, sy = first(x), second(y)
+        if fx is not None and sy is not None:
+            return fx, sy
+    return None
+
+
+def _match_lstm(fail: Callable, body, consts: list, d: int, h: int):
+    """``(w_x (D, 4H), w_h (H, 4H), bias (4H,), index of h among the two carries)`` of the scan body ``body`` (a
+    ClosedJaxpr over ``consts``, the carries and ``x_t``) when it is an LSTM cell, gates ordered i, f, g, o; else
+    ``fail``. The match is checked by running the body once on random values against the LSTM formula."""
+    m = _CellMatcher(fail, d)
+    carries = [_Sym("carry", (0,)), _Sym("carry", (1,))]
+    outs = m.run(body.jaxpr, [np.asarray(c) for c in body.consts],
+                 list(consts) + carries + [_Lin(np.eye(d), None, np.zeros(d))])
+    if m.h_index is None:
+        fail("the scanned cell never multiplies a carry by weights (no h @ W_h: not an LSTM cell)")
+    hi, ci = m.h_index, 1 - m.h_index
+    new_h, new_c = outs[hi], outs[ci]
+    sig = lambda s: _gate(s, "sigmoid")  # noqa: E731
+    cell = lambda s: s if isinstance(s, _Sym) and s.kind == "carry" and s.args[0] == ci else None  # noqa: E731
+    fc = lambda s: _pair(s, "mul", sig, cell)  # noqa: E731
+    ig = lambda s: _pair(s, "mul", sig, lambda t: _gate(t, "tanh"))  # noqa: E731
+    c_parts = _pair(new_c, "add", fc, ig)
+    tanh_c = lambda s: s if isinstance(s, _Sym) and s.kind == "tanh" and s.args[0] is new_c else True  # noqa: E731
+    h_parts = _pair(new_h, "mul", sig, lambda s: None if tanh_c(s) is True else s)
+    if c_parts is None or h_parts is None:
+        fail("the scanned cell does not compute c' = sigmoid(f) * c + sigmoid(i) * tanh(g) and "
+             "h' = sigmoid(o) * tanh(c') as its carries (an LSTM cell, carries (h, c) or (c, h))")
+    if any(o is not new_h for o in outs[2:]):
+        fail("the scanned cell's per-step output is not its new hidden state h'")
+    (lin_f, _), (lin_i, lin_g) = c_parts
+    lin_o = h_parts[0]
+    gates = (lin_i, lin_f, lin_g, lin_o)
+    if any(g.b.shape != (h,) for g in gates):
+        fail(f"gates of widths {[g.b.shape[0] for g in gates]} for a hidden state of {h}")
+    w_x = np.concatenate([g.wx for g in gates], axis=1)
+    w_h = np.concatenate([np.zeros((h, h)) if g.wh is None else g.wh for g in gates], axis=1)
+    bias = np.concatenate([g.b for g in gates])
+    # the check: the body on random values against the LSTM formula (what the pattern does not see, e.g. an
+    # extra term folded away, shows here)
+    rng = np.random.default_rng(0)
+    hv, cv, xv = rng.normal(size=(2, h)), rng.normal(size=(2, h)), rng.normal(size=(2, d))
+    carry = [None, None]
+    carry[hi], carry[ci] = hv, cv
+    got = jax.core.eval_jaxpr(body.jaxpr, body.consts, *consts, *carry, xv)
+    sigmoid = lambda v: 0.5 * (1.0 + np.tanh(0.5 * v))  # noqa: E731
+    zi, zf, zg, zo = np.split(xv @ w_x + hv @ w_h + bias, 4, axis=1)
+    c_want = sigmoid(zf) * cv + sigmoid(zi) * np.tanh(zg)
+    h_want = sigmoid(zo) * np.tanh(c_want)
+    for name, g_val, want in (("h", got[hi], h_want), ("c", got[ci], c_want)):
+        if not np.allclose(np.asarray(g_val, dtype=np.float64), want, rtol=1e-6, atol=1e-6):
+            fail(f"the scanned cell's {name}' differs from the LSTM formula it was matched to")
+    return w_x, w_h, bias, hi
+
+
 # --- the interpreter -------------------------------------------------------------------------------------------
+
+def _is_key(v) -> bool:
+    """A typed PRNG key (Flax's RNN splits one while tracing): a constant kept as a JAX array."""
+    return isinstance(v, jax.Array) and jax.dtypes.issubdtype(v.dtype, jax.dtypes.prng_key)
+
+
+def _constant(v):
+    return v if _is_key(v) else np.asarray(v)
+
 
 def _where(eqn) -> str:
     try:
@@ -213,6 +423,9 @@ class _Builder:
                 if key not in self.roots:
                     if np.all(s == s[0]) and np.all(t == t[0]):
                         self.roots[key] = self.add("affine", Affine(float(s[0]), float(t[0])), (base.name,))
+                    elif "T" in base.roles:
+                        self.fail("per-feature constants on a sequence (B, T, D) (only scalars; or fold them into "
+                                  "the LSTM's input weights)")
                     else:
                         self.roots[key] = self.add("bn", BatchNorm(scale=s, shift=t), (base.name,))
                 base = dataclasses.replace(base, name=self.roots[key])
@@ -459,12 +672,23 @@ class _Builder:
         prim = eqn.primitive.name
         if prim in _INLINE:
             return self.inline(eqn, ins)
-        if all(isinstance(v, np.ndarray) for v in ins):
+        stacked = next((v for v in ins if isinstance(v, _Stacked)), None)
+        if stacked is not None:
+            return self.stacked(eqn, stacked)
+        dropped = next((v for v in ins if isinstance(v, _Unsupported)), None)
+        if dropped is not None:
+            self.fail(f"{dropped.what} is used (of an LSTM scan only the final hidden state h is a graph value)")
+        if prim not in _SEQUENCE_OPS and any(isinstance(v, _Value) and "T" in v.base.roles for v in ins):
+            self.fail("a sequence (B, T, D) is read only by an LSTM cell under jax.lax.scan over its time axis "
+                      "(and by element-wise scalar arithmetic and transposes before it)")
+        if prim == "scan":
+            return self.scan(eqn, ins)
+        if all(isinstance(v, np.ndarray) or _is_key(v) for v in ins):
             try:
                 out = eqn.primitive.bind(*ins, **eqn.params)
             except Exception as e:  # pragma: no cover - depends on the primitive
                 self.fail(f"constant folding failed ({type(e).__name__}: {e})")
-            return [np.asarray(o) for o in out] if eqn.primitive.multiple_results else np.asarray(out)
+            return [_constant(o) for o in out] if eqn.primitive.multiple_results else _constant(out)
         if prim in _IDENTITY:
             new_dtype = eqn.params.get("new_dtype")
             if new_dtype is not None and not np.issubdtype(np.dtype(new_dtype), np.floating):
@@ -554,10 +778,59 @@ class _Builder:
             if tuple(eqn.params["shape"]) == x.base.jshape:
                 return x
             self.fail("a broadcast of a tensor")
+        if prim in ("logistic", "tanh"):
+            x = self.materialize(ins[0])
+            kind = "sigmoid" if prim == "logistic" else "tanh"
+            return _Value.of(dataclasses.replace(x, name=self.add(kind, Activation(kind), (x.name,))))
         hint = ""
-        if prim in ("exp", "logistic", "tanh", "log", "log_softmax", "reduce_logsumexp"):
-            hint = " (softmax / sigmoid / tanh are not HE-friendly: drop a final softmax, argmax is unchanged)"
+        if prim in ("exp", "log", "log_softmax", "reduce_logsumexp"):
+            hint = " (softmax is not HE-friendly: drop a final softmax, argmax is unchanged)"
         self.fail(f"primitive `{prim}` on a tensor is not a supported layer{hint}")
+
+    def scan(self, eqn, ins) -> list:
+        """An LSTM cell scanned over the time axis of the sequence -> an :class:`LSTM` node; the scan's outputs are
+        the final hidden state (a graph value) and values that fail when used (the cell state, stacked outputs)."""
+        params = eqn.params
+        nc, ncar = int(params["num_consts"]), int(params["num_carry"])
+        consts, carry, xs = list(ins[:nc]), list(ins[nc:nc + ncar]), list(ins[nc + ncar:])
+        if params.get("reverse"):
+            self.fail("a reversed scan (an LSTM reads the sequence forward)")
+        if (ncar != 2 or len(xs) != 1 or not isinstance(xs[0], _Value)
+                or not all(isinstance(v, np.ndarray) for v in consts + carry)):
+            self.fail("a scan that is not an LSTM over the input sequence (constant weights, the two carries h and "
+                      "c starting as constants, the sequence as the one scanned input)")
+        if any(np.any(v != 0) for v in carry):
+            self.fail("an LSTM scan from a nonzero initial state (h_0 = c_0 = 0 only)")
+        seq = self.materialize(xs[0])
+        if seq.roles != ("T", "N", "F"):
+            self.fail(f"a scan over the axis of role {seq.roles[0]!r} of a tensor of roles {seq.roles} (scan over "
+                      "the time axis of the (B, T, D) input: jax.lax.scan(cell, init, jnp.swapaxes(x, 0, 1)))")
+        hidden = int(eqn.invars[nc].aval.shape[-1])
+        w_x, w_h, bias, hi = _match_lstm(self.fail, params["jaxpr"], consts, seq.jshape[2], hidden)
+        name = self.add("lstm", LSTM(w_x, w_h, bias), (seq.name,))
+        out: list = [None, None]
+        out[hi] = _Value.of(_Tensor(name, ("N", "F"), (seq.jshape[1], hidden)))
+        out[1 - hi] = _Unsupported("the final cell state c of an LSTM scan")
+        batch = seq.jshape[1]
+        return out + [_Stacked(name, ("T", "N", "F"), (seq.jshape[0], batch, hidden))] * (len(eqn.outvars) - 2)
+
+    def stacked(self, eqn, ys: _Stacked):
+        """A transpose of the stacked hidden states, the slice of their last time step, its squeeze: ``h_T``."""
+        prim, t_axis = eqn.primitive.name, ys.roles.index("T")
+        if prim == "transpose":
+            perm = eqn.params["permutation"]
+            return _Stacked(ys.name, tuple(ys.roles[i] for i in perm), tuple(ys.jshape[i] for i in perm), ys.last)
+        if prim == "slice" and not ys.last and eqn.params.get("strides") in (None, (1,) * len(ys.roles)):
+            start, limit = tuple(eqn.params["start_indices"]), tuple(eqn.params["limit_indices"])
+            t_len = ys.jshape[t_axis]
+            if all((a, b) == ((t_len - 1, t_len) if i == t_axis else (0, ys.jshape[i]))
+                   for i, (a, b) in enumerate(zip(start, limit))):
+                return _Stacked(ys.name, ys.roles, tuple(eqn.outvars[0].aval.shape), True)
+        if prim == "squeeze" and ys.last and tuple(eqn.params["dimensions"]) == (t_axis,):
+            roles = tuple(r for r in ys.roles if r != "T")
+            return _Value.of(_Tensor(ys.name, roles, tuple(eqn.outvars[0].aval.shape)))
+        self.fail("the stacked hidden states of an LSTM scan are used other than for their last time step "
+                  "(ys[-1], the final hidden state)")
 
     # post-passes ----------------------------------------------------------------------------------------------
     def finish(self, output: str) -> Graph:
@@ -599,8 +872,11 @@ def from_jax(fn: Callable, example_input, *, input_layout: str = "NHWC", fold_ba
         ir_shape = tuple(shape[roles.index(r)] for r in "CHW")
     elif len(shape) == 2:
         roles, ir_shape = ("N", "F"), (shape[1],)
+    elif len(shape) == 3:  # a sequence: the graph input is (T * D,), time-major (hemx.nn.layers.lstm)
+        roles, ir_shape = ("N", "T", "F"), (shape[1] * shape[2],)
     else:
-        raise ShapeError(f"from_jax: example input must be (B, H, W, C), (B, C, H, W) or (B, F), got {shape}")
+        raise ShapeError(f"from_jax: example input must be (B, H, W, C), (B, C, H, W), (B, F) or a sequence "
+                         f"(B, T, D), got {shape}")
     closed = jax.make_jaxpr(fn)(example)
     if len(closed.jaxpr.invars) != 1:
         raise ParameterError(f"from_jax: fn must take one array, its jaxpr has {len(closed.jaxpr.invars)} inputs")
@@ -610,6 +886,9 @@ def from_jax(fn: Callable, example_input, *, input_layout: str = "NHWC", fold_ba
     builder.nodes.append(Node("input", Input(ir_shape)))
     x = _Value.of(_Tensor("input", roles, shape))
     (out,) = builder.run(closed.jaxpr, closed.consts, [x])
+    if isinstance(out, (_Unsupported, _Stacked)):
+        what = out.what if isinstance(out, _Unsupported) else "the stacked hidden states of an LSTM scan"
+        raise ParameterError(f"from_jax: the output is {what}; return the final hidden state h (or ys[-1])")
     if not isinstance(out, _Value):
         raise ParameterError("from_jax: the output does not depend on the input")
     builder.eqn = None

@@ -18,11 +18,13 @@ from hemx.circuits.bootstrap import BootstrapParameters, bootstrapper_for
 
 
 def test_bench_bootstrap_sparse_slots_json_and_plot(tmp_path):
-    """The whole command on the small boot_12 ring, 64 sparse slots (one worker process)."""
+    """The whole command on the small boot_12 ring, 64 sparse slots (one worker process), a batch of 4 beside one
+    ciphertext alone, the batch in passes of 2."""
     plot = tmp_path / "boot.png"
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "hemx", "bench", "bootstrap", "--preset", "boot_12", "--sides",
-                           "hemx", "--repeats", "1", "--slots", "64", "--out", str(out), "--plot", str(plot)],
+                           "hemx", "--repeats", "1", "--slots", "64", "--batch", "4", "--chunk", "2", "--out", str(out),
+                           "--plot", str(plot)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert plot.stat().st_size > 10_000
@@ -33,6 +35,9 @@ def test_bench_bootstrap_sparse_slots_json_and_plot(tmp_path):
     assert e["message_ratio"] == 11 and 59.9 < e["evalmod_scale_bits"] <= 60.0
     assert e["min_bits"] >= 20.0 and e["mean_bits"] > e["min_bits"]  # tests/circuits/test_bootstrap.py pins more
     assert e["median_s"] > 0 and e["first_s"] >= e["median_s"] and e["key_bytes"] > 0
+    assert (e["batch"], e["chunk"], row["params"]["batch"]) == (4, 2, 4) and e["single_s"] > 0
+    assert e["amortized_s"] == pytest.approx(e["median_s"] / 4) and e["batch_gain"] > 0
+    assert "s per ct" in proc.stdout and "one alone s" in proc.stdout
     # the key count is the sparse circuit's: its rotations and conjugation, relinearization, two encapsulation keys
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
@@ -44,6 +49,20 @@ def test_bad_slots_are_refused_with_a_clear_error():
     proc = subprocess.run([sys.executable, "-m", "hemx", "bench", "bootstrap", "--preset", "boot_12", "--slots",
                            "full,100"], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "powers of two" in (proc.stderr + proc.stdout)
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_batch_is_refused_with_a_clear_error():
+    for bad in (0, -2, True):
+        with pytest.raises(bb.ParameterError, match="batch"):
+            bb.bench_bootstrap(preset="boot_12", sides=("hemx",), batch=bad)
+    with pytest.raises(bb.ParameterError, match="without batch"):
+        bb.bench_bootstrap(preset="boot_12", sides=("hemx",), batch=4, profile=True)
+    with pytest.raises(bb.ParameterError, match="chunk"):
+        bb.bench_bootstrap(preset="boot_12", sides=("hemx",), batch=4, chunk=0)
+    proc = subprocess.run([sys.executable, "-m", "hemx", "bench", "bootstrap", "--preset", "boot_12", "--sides",
+                           "hemx", "--batch", "0"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "batch" in (proc.stderr + proc.stdout)
     assert "Traceback" not in proc.stderr
 
 

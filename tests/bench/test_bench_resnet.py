@@ -35,3 +35,19 @@ def test_bad_counts():
         resnet.bench(plain=-1)
     with pytest.raises(ParameterError):
         resnet.bench(batch=0)
+
+
+def test_two_images_per_ciphertext_simulated_boot12():
+    """--images-per-ciphertext 2: the plan of two interleaved images (rotations by twice the steps) and the
+    simulated predictions equal to plaintext."""
+    need_fashion_mnist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        out = resnet.bench(preset="boot_12", plain=0, simulate=4, encrypted=0, batch=2, allow_insecure=True,
+                           images_per_ciphertext=2)
+        with pytest.raises(ParameterError, match="images_per_ciphertext"):
+            resnet.bench(preset="boot_12", plain=0, simulate=1, encrypted=0, allow_insecure=True,
+                         images_per_ciphertext=3)
+    assert out["images_per_ciphertext"] == 2 and out["plan"]["bootstraps"] >= 1
+    sim = out["simulated"]
+    assert sim["images"] == 4 and sim["agree_with_plain"] == 1.0 and sim["max_err_over_range"] < 0.01

@@ -35,3 +35,25 @@ def test_encrypted_images_report():
     assert out["median_s"] == float(np.median([r["seconds"] for r in out["images"]]))
     assert out["images_per_hour"] == pytest.approx(3600.0 / out["median_s"])
     assert out["max_err_over_range"] == max(r["err_over_range"] for r in out["images"])
+
+
+def test_encrypted_images_in_flight():
+    """A network compiled with images_per_ciphertext=2: two runs of two images each; every image is recorded with
+    its run's latency, and the amortized time is the run's median over the images in flight."""
+    rng = np.random.default_rng(6)
+    g = residual_graph(rng, act=(0.1, 0.5, 0.2))
+    x = rng.normal(size=(4, 2, 8, 8))
+    net = compile(g, small_params(11, 6), calibration=x, images_per_ciphertext=2)
+    ctx, _ = context_and_keys(11, 6, rotations=net.rotations)
+    said = []
+    out = encrypted_images(net, ctx, g, x, np.array([1, 2, 3, 4]), say=said.append)
+    assert out["images_in_flight"] == 2 and len(out["runs"]) == 2 and len(said) == 5
+    assert [r["label"] for r in out["images"]] == [1, 2, 3, 4]
+    want = G.reference(g, x)
+    for i, (r, w) in enumerate(zip(out["images"], want)):
+        assert r["plain_pred"] == int(w.argmax()) and r["seconds"] == out["runs"][i // 2]
+        assert 0 <= r["err_over_range"] < 1e-3
+        assert r["seconds_by_kind"] == out["images"][2 * (i // 2)]["seconds_by_kind"]
+    assert out["median_s"] == float(np.median(out["runs"]))
+    assert out["amortized_s"] == pytest.approx(out["median_s"] / 2)
+    assert out["images_per_hour"] == pytest.approx(2 * 3600.0 / out["median_s"])

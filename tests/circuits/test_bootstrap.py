@@ -137,6 +137,18 @@ def test_bootstrap_real_batch_and_levels():
     print("real", stats, f"mean {mean_bits:.2f}")
     assert stats.min_bits >= MEASURED["real"] - MARGIN
     assert mean_bits >= MEASURED_MEAN["real"] - MARGIN
+    # a batch is bootstrapped by the same exact integer arithmetic as each ciphertext alone (every key read once
+    # per batch): the same words, not an approximation
+    low = ctx.drop_level(ct, 0)
+    for i in range(2):
+        alone = bt.bootstrap(low.replace(data=low.data[i]), keys)
+        assert alone.batch_shape == () and (alone.level, alone.scale) == (out.level, out.scale)
+        assert np.array_equal(np.asarray(alone.data), np.asarray(out.data[i]))
+    # in chunks of one: the same words again, concatenated
+    chunked = bt.bootstrap(low, keys, chunk=1)
+    assert chunked.batch_shape == (2,) and np.array_equal(np.asarray(chunked.data), np.asarray(out.data))
+    with pytest.raises(ParameterError, match="chunk"):
+        bt.bootstrap(low, keys, chunk=0)
 
 
 def test_bootstrap_complex_values():

@@ -1,6 +1,7 @@
 """ONNX models built by hand with ``onnx.helper`` for tests/nn/test_onnx.py: a one-input, one-output model from a
-list of nodes and initializers, onnxruntime's output for it, and the shipped ResNet-20 written as ONNX nodes from
-its JAX definition (:mod:`hemx.nn.models`) and weights."""
+list of nodes and initializers, onnxruntime's output for it, the shipped ResNet-20 written as ONNX nodes from
+its JAX definition (:mod:`hemx.nn.models`) and weights, and a Keras ``Sequential`` ``.h5`` file written as the ONNX
+graph a converter would produce (read with h5py here, independently of :mod:`hemx.nn.keras`)."""
 
 from __future__ import annotations
 
@@ -135,4 +136,95 @@ def resnet20_onnx(variables: dict, *, activation, input_scale: float | None, inp
     return make_model(nodes, inits, input_shape, double=double, name="resnet20")
 
 
-__all__ = ["OPSET", "IR_VERSION", "make_model", "run_ort", "polynomial_nodes", "resnet20_onnx"]
+def keras_sequential_h5_as_onnx(path, *, double: bool = True) -> onnx.ModelProto:
+    """A Keras ``Sequential`` ``.h5`` file (Conv2D with "valid" / "same" padding, BatchNormalization,
+    MaxPooling2D, Flatten, Dense, Dropout; ReLU or linear activations) as an ONNX model on NCHW images, written as
+    tf2onnx writes such a model: kernels HWIO -> OIHW, the batch norm with its moving statistics and epsilon, and
+    the first Dense's rows permuted from Keras's channels-last flattening (``(h, w, c)``) to ONNX's ``(c, h, w)``
+    (which replaces the transpose a converter puts before ``Flatten``)."""
+    import json
+
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        config = json.loads(f.attrs["model_config"])
+        weights = f["model_weights"]
+
+        def w(layer: str, name: str) -> np.ndarray:
+            return np.asarray(weights[layer][layer][f"{name}:0"], dtype=np.float64)
+
+        layers = config["config"]["layers"]
+        shape = layers[0]["config"].get("batch_input_shape") or layers[0]["config"].get("batch_shape")
+        h, wd, c = shape[1:]
+        nodes, inits, x, flat_from = [], {}, "x", None
+
+        def emit(op, inputs, name, **attrs):
+            nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+            return name
+
+        def activation(x, cfg, name):
+            act = cfg.get("activation", "linear")
+            if act == "relu":
+                return emit("Relu", [x], f"{name}/relu")
+            assert act == "linear", act
+            return x
+
+        for layer in layers:
+            cls, cfg = layer["class_name"], layer["config"]
+            name = cfg["name"]
+            if cls in ("InputLayer", "Dropout"):
+                continue
+            if cls == "Conv2D":
+                k = w(name, "kernel")  # (kh, kw, cin, cout)
+                kh, kw = k.shape[:2]
+                sh, sw = cfg["strides"]
+                inits[f"{name}/w"], inits[f"{name}/b"] = k.transpose(3, 2, 0, 1), w(name, "bias")
+                if cfg["padding"] == "valid":
+                    pads, h, wd = [0, 0, 0, 0], (h - kh) // sh + 1, (wd - kw) // sw + 1
+                else:
+                    pads, h, wd = [kh // 2, kw // 2, kh // 2, kw // 2], -(-h // sh), -(-wd // sw)
+                x = emit("Conv", [x, f"{name}/w", f"{name}/b"], name, kernel_shape=[kh, kw], strides=[sh, sw],
+                         pads=pads)
+                x, c = activation(x, cfg, name), k.shape[3]
+            elif cls == "BatchNormalization":
+                for key, src in (("gamma", "gamma"), ("beta", "beta"), ("mean", "moving_mean"),
+                                 ("var", "moving_variance")):
+                    inits[f"{name}/{key}"] = w(name, src)
+                x = emit("BatchNormalization", [x] + [f"{name}/{k}" for k in ("gamma", "beta", "mean", "var")],
+                         name, epsilon=float(cfg["epsilon"]))
+            elif cls == "MaxPooling2D":
+                ph, pw = cfg["pool_size"]
+                sh, sw = cfg["strides"] or cfg["pool_size"]
+                x = emit("MaxPool", [x], name, kernel_shape=[ph, pw], strides=[sh, sw])
+                h, wd = (h - ph) // sh + 1, (wd - pw) // sw + 1
+            elif cls == "Flatten":
+                x = emit("Flatten", [x], name, axis=1)
+                flat_from = (h, wd, c)
+            elif cls == "Dense":
+                kernel = w(name, "kernel")
+                if flat_from is not None:  # rows (h, w, c) -> (c, h, w)
+                    fh, fw, fc = flat_from
+                    kernel = kernel.reshape(fh, fw, fc, -1).transpose(2, 0, 1, 3).reshape(fh * fw * fc, -1)
+                    flat_from = None
+                inits[f"{name}/w"], inits[f"{name}/b"] = kernel, w(name, "bias")
+                x = activation(emit("Gemm", [x, f"{name}/w", f"{name}/b"], name), cfg, name)
+            else:
+                raise ValueError(f"keras_sequential_h5_as_onnx: {cls} is not written here")
+        nodes.append(helper.make_node("Identity", [x], ["y"], name="output"))
+    return make_model(nodes, inits, (shape[3], shape[1], shape[2]), double=double, name="keras_sequential")
+
+
+__all__ = ["OPSET", "IR_VERSION", "make_model", "run_ort", "polynomial_nodes", "resnet20_onnx",
+           "keras_sequential_h5_as_onnx"]
+
+
+def lstm_initializers(rng, features: int, hidden: int, *, bias: bool = True, scale: float = 0.5) -> dict:
+    """Weights of a one-direction ONNX ``LSTM`` (gate blocks i, o, f, c): ``W`` ``(1, 4H, D)``, ``R`` ``(1, 4H, H)``
+    and, with ``bias``, ``B`` ``(1, 8H)``; float32 values (exact in float32 and float64 models alike)."""
+    def f32(*shape):
+        return np.asarray(rng.normal(size=shape) * scale, dtype=np.float32).astype(np.float64)
+
+    out = {"W": f32(1, 4 * hidden, features), "R": f32(1, 4 * hidden, hidden)}
+    if bias:
+        out["B"] = f32(1, 8 * hidden)
+    return out

@@ -212,3 +212,87 @@ def test_pretrained_cifar10_cnn_labels_all_20_foolbox_images(cifar10_files):
     assert logits.shape == (20, 10)
     np.testing.assert_array_equal(logits.argmax(1), labels)
     assert math.isfinite(float(np.abs(logits).max()))
+
+
+# --- LSTM ---------------------------------------------------------------------------------------------------------
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def keras_lstm(x, kernel, recurrent_kernel, bias):
+    """Keras's LSTM (activation tanh, recurrent_activation sigmoid, return_sequences False) written out: x (B, T, D),
+    the weights' four column blocks the gates i, f, c, o -> the last hidden state (B, H)."""
+    units = recurrent_kernel.shape[0]
+    h = np.zeros((x.shape[0], units))
+    c = np.zeros((x.shape[0], units))
+    for t in range(x.shape[1]):
+        z = x[:, t, :] @ kernel + h @ recurrent_kernel + bias
+        i = _sigmoid(z[:, :units])
+        f = _sigmoid(z[:, units:2 * units])
+        c = f * c + i * np.tanh(z[:, 2 * units:3 * units])
+        h = _sigmoid(z[:, 3 * units:]) * np.tanh(c)
+    return h
+
+
+def _f32(a):
+    return np.asarray(a, dtype=np.float32).astype(np.float64)  # as the .h5 stores it
+
+
+_LSTM_CFG = {"units": 5, "activation": "tanh", "recurrent_activation": "sigmoid", "use_bias": True,
+             "return_sequences": False, "return_state": False, "go_backwards": False, "stateful": False,
+             "unroll": False, "time_major": False, "dropout": 0.0, "recurrent_dropout": 0.0}
+
+
+def _lstm_weights(rng, d, units, *, bias=True):
+    """Named as Keras 2 writes them: <layer>/lstm_cell/kernel:0, ..."""
+    w = {"lstm_cell/kernel": rng.normal(size=(d, 4 * units)) * 0.5,
+         "lstm_cell/recurrent_kernel": rng.normal(size=(units, 4 * units)) * 0.5}
+    if bias:
+        w["lstm_cell/bias"] = rng.normal(size=4 * units) * 0.3
+    return w
+
+
+@pytest.mark.parametrize("use_bias", [True, False])
+def test_lstm_h5_matches_numpy_keras_lstm(tmp_path, use_bias):
+    """(T, D) = (6, 3) sequences -> LSTM(5) -> Dense(2): the graph is Input((18,)) -> LSTM -> Dense and its reference
+    on the sequences flattened time-major matches the Keras LSTM written out in numpy."""
+    rng = np.random.default_rng(36)
+    w = _lstm_weights(rng, 3, 5, bias=use_bias)
+    dense = {"kernel": rng.normal(size=(5, 2)), "bias": rng.normal(size=2)}
+    layers = [("LSTM", {**_LSTM_CFG, "use_bias": use_bias}, w),
+              ("Dense", {"units": 2, "activation": "linear", "use_bias": True}, dense)]
+    write_keras_h5(tmp_path / "m.h5", (6, 3), layers)
+    g = from_keras_h5(tmp_path / "m.h5")
+    assert [type(n.layer).__name__ for n in g.nodes] == ["Input", "LSTM", "Dense"]
+    assert g.input_shape == (18,)
+    x = rng.normal(size=(4, 6, 3))
+    ws = {k.split("/")[-1]: _f32(v) for k, v in w.items()}
+    want = keras_lstm(x, ws["kernel"], ws["recurrent_kernel"], ws.get("bias", np.zeros(20))) @ _f32(dense["kernel"]) \
+        + _f32(dense["bias"])
+    got = reference(g, x.reshape(4, 18))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.max(np.abs(want)))
+
+
+@pytest.mark.parametrize("layers, words", [
+    ([("LSTM", {**_LSTM_CFG, "recurrent_activation": "hard_sigmoid"}, {})], ["'hard_sigmoid'", "sigmoid"]),
+    ([("LSTM", {**_LSTM_CFG, "activation": "relu"}, {})], ["'relu'", "tanh"]),
+    ([("LSTM", {**_LSTM_CFG, "return_sequences": True}, {})], ["return_sequences"]),
+    ([("LSTM", {**_LSTM_CFG, "go_backwards": True}, {})], ["go_backwards"]),
+    ([("LSTM", {**_LSTM_CFG, "stateful": True}, {})], ["stateful"]),
+    ([("LSTM", _LSTM_CFG, {"lstm_cell/kernel": np.ones((3, 20))})], ["lacks weights"]),
+    ([("LSTM", _LSTM_CFG, {"lstm_cell/kernel": np.ones((4, 20)), "lstm_cell/recurrent_kernel": np.ones((5, 20)),
+                           "lstm_cell/bias": np.ones(20)})], ["kernel (4, 20)", "(3, 20)"]),
+    ([("Dense", {"units": 2, "activation": "linear"}, {"kernel": np.ones((3, 2)), "bias": np.zeros(2)})],
+     ["Dense", "only an LSTM reads a sequence"]),
+    ([("LSTM", _LSTM_CFG, {}), ("LSTM", _LSTM_CFG, {})], ["stacked"]),
+])
+def test_unsupported_lstm_is_named(tmp_path, layers, words):
+    rng = np.random.default_rng(5)
+    layers = [(cls, cfg, w or _lstm_weights(rng, 3, 5)) if cls == "LSTM" else (cls, cfg, w)
+              for cls, cfg, w in layers]
+    write_keras_h5(tmp_path / "m.h5", (6, 3), layers)
+    with pytest.raises(ParameterError) as e:
+        from_keras_h5(tmp_path / "m.h5")
+    for w in words:
+        assert w in str(e.value), str(e.value)

@@ -73,6 +73,8 @@ CASES = {
                     (2, 6, 6), False, [G.AvgPool2D]),
     "MaxPool": ([N("MaxPool", ["x"], ["y"], name="max", kernel_shape=[3, 3], strides=[2, 2])], {}, (2, 7, 7),
                 True, [G.MaxPool2D]),
+    "MaxPool 1x1 (the identity)": ([N("MaxPool", ["x"], ["p"], name="max", kernel_shape=[1, 1]),
+                                    N("Relu", ["p"], ["y"], name="relu")], {}, (2, 5, 5), True, [G.Activation]),
     "GlobalAveragePool + Flatten": ([N("GlobalAveragePool", ["x"], ["g"], name="gap"),
                                      N("Flatten", ["g"], ["y"], name="flat")], {}, (3, 4, 5), False,
                                     [G.GlobalAvgPool]),
@@ -284,3 +286,202 @@ def test_resnet20_round_trip_matches_from_jax():
     assert a.rotations == b.rotations and a.rotation_levels == b.rotation_levels
     assert (a.bootstraps, a.key_switches, a.plaintext_mults, a.ct_mults, a.key_bytes, a.input_level) == \
         (b.bootstraps, b.key_switches, b.plaintext_mults, b.ct_mults, b.key_bytes, b.input_level)
+
+
+def test_keras_cifar10_cnn_through_onnx_matches_from_keras():
+    """The pretrained Keras CIFAR-10 CNN (hemx bench cifar's model) written as the ONNX graph a converter writes
+    from its .h5 weights (tests/helpers/onnx_models.py, read with h5py, not hemx.nn.keras): onnxruntime agrees in
+    float32 on the 20 real images, and the import has from_keras_h5's layers (the 1x1 max pool is the identity in
+    both), its float64 reference and, compiled at boot_16 with bench cifar's ReLU, the same plan."""
+    from hemx.bench import cifar
+    from tests.helpers import nn_data
+    from tests.helpers.onnx_models import keras_sequential_h5_as_onnx
+
+    path, _ = nn_data.cifar10_files()
+    x, _ = cifar.load()
+    keras_graph = cifar.model()
+    graph = from_onnx(keras_sequential_h5_as_onnx(path))
+    want = G.reference(keras_graph, x)
+    # float32 convolutions of up to 1,152 products (128 channels x 3x3) and dense layers of 1,024: 1.5e-7 of the
+    # logit range measured on these images
+    assert _rel(run_ort(keras_sequential_h5_as_onnx(path, double=False), x), want) < 1e-5
+    assert [type(n.layer) for n in graph.nodes] == [type(n.layer) for n in keras_graph.nodes]
+    assert _rel(G.reference(graph, x), want) < DOUBLE_RTOL
+    params = hemx.CKKSParameters.preset("boot_16")
+    relu = hemx.nn.sign_composite(cifar.DEFAULT_RELU_DEGREES, cifar.DEFAULT_RELU_EPS)
+    a, b = (hemx.nn.compile(g, params, calibration=x, relu=relu).plan for g in (graph, keras_graph))
+    assert [_step_key(s) for s in a.steps] == [_step_key(s) for s in b.steps]
+    assert a.rotations == b.rotations and a.rotation_levels == b.rotation_levels
+    assert (a.bootstraps, a.key_switches, a.plaintext_mults, a.ct_mults, a.key_bytes, a.input_level) == \
+        (b.bootstraps, b.key_switches, b.plaintext_mults, b.ct_mults, b.key_bytes, b.input_level)
+
+
+# --- LSTM -----------------------------------------------------------------------------------------------------------
+
+from tests.helpers.onnx_models import lstm_initializers  # noqa: E402
+
+# onnxruntime's CPU LSTM exists in float32 only ("LSTM operator does not support double yet"), and for layout 0 only.
+# Each gate's pre-activation is a float32 sum of D + H + 2 = 9 terms (~9 * 6e-8 of their magnitudes, a few units),
+# its sigmoid / tanh are float32 approximations (~1e-7 absolute); sigmoid and tanh have slopes <= 1 and the forget
+# gate (< 1) damps the cell's carried error, so after T = 5 steps the hidden state is off by ~1e-6 absolute at most,
+# and the final Gemm (4 terms) keeps that scale: 2e-5 of max |y| (~1 here) bounds it with room (measured: 7e-8).
+LSTM_RTOL = 2e-5
+T_, D_, H_ = 5, 3, 4
+_LSTM_W = lstm_initializers(RNG, D_, H_)
+_FC = {"fc_w": _w(2, H_), "fc_b": _w(2)}
+_SQ0, _SQ1, _LAST = np.array([0]), np.array([1]), np.array(-1)
+
+# name -> (nodes, extra initializers, time-major input): the paths from an LSTM to its last hidden state (N, H)
+LSTM_CASES = {
+    "Y_h, Squeeze": ([N("LSTM", ["x", "W", "R", "B"], ["", "h"], name="rnn", hidden_size=H_),
+                      N("Squeeze", ["h", "sq0"], ["last"], name="sq"),
+                      N("Gemm", ["last", "fc_w", "fc_b"], ["y"], name="fc", transB=1)], {"sq0": _SQ0}, True),
+    "Transpose, Y, Squeeze, Gather": (
+        [N("Transpose", ["x"], ["xt"], name="tr", perm=[1, 0, 2]),
+         N("LSTM", ["xt", "W", "R", "B"], ["seq", "", "c"], name="rnn", hidden_size=H_),
+         N("Squeeze", ["seq", "sq1"], ["s3"], name="sq"),
+         N("Gather", ["s3", "last_t"], ["last"], name="pick", axis=0),
+         N("Gemm", ["last", "fc_w", "fc_b"], ["y"], name="fc", transB=1)], {"sq1": _SQ1, "last_t": _LAST}, False),
+    "Y, Slice, Squeeze, MatMul; zero initial_h, no B": (
+        [N("LSTM", ["x", "W", "R", "", "", "h0"], ["seq"], name="rnn", hidden_size=H_,
+           activations=["Sigmoid", "Tanh", "Tanh"]),
+         N("Slice", ["seq", "lo", "hi", "ax"], ["s4"], name="cut"),
+         N("Squeeze", ["s4", "sq01"], ["last"], name="sq"),
+         N("MatMul", ["last", "fc_wt"], ["y"], name="mm")],
+        {"lo": np.array([-1]), "hi": np.array([2 ** 62]), "ax": np.array([0]), "sq01": np.array([0, 1]),
+         "h0": np.zeros((1, 3, H_)), "fc_wt": _w(H_, 2)}, True),  # (initial_h: one row per sample of 3)
+}
+
+
+def _lstm_model(name, *, double=False, **kw):
+    nodes, extra, time_major = LSTM_CASES[name]
+    inits = {**(_LSTM_W if "no B" not in name else {k: v for k, v in _LSTM_W.items() if k != "B"}), **_FC, **extra}
+    if time_major:  # x (T, N, D)
+        return make_model(nodes, inits, ("N", D_), batch=T_, double=double, **kw)
+    return make_model(nodes, inits, (T_, D_), double=double, **kw)
+
+
+@pytest.mark.parametrize("name", sorted(LSTM_CASES))
+def test_lstm_matches_onnxruntime(name):
+    """The imported graph is Input((T * D,)) -> LSTM -> Dense; its float64 reference on the sequence flattened
+    time-major matches onnxruntime's float32 LSTM on the model's own layout."""
+    model = _lstm_model(name)
+    graph = from_onnx(model)
+    assert [type(n.layer) for n in graph.nodes] == [G.Input, G.LSTM, G.Dense], graph.summary()
+    assert graph.nodes[0].layer.shape == (T_ * D_,)
+    seq = _f32(RNG.normal(size=(3, T_, D_)))  # (N, T, D)
+    x = seq.transpose(1, 0, 2) if LSTM_CASES[name][2] else seq
+    got = G.reference(graph, seq.reshape(3, T_ * D_))
+    assert _rel(got, run_ort(model, x)) < LSTM_RTOL
+
+
+def test_lstm_gate_order_and_layout_1():
+    """ONNX's gate blocks i, o, f, c land in the layer's i, f, g, o columns with B's halves summed; layout 1 (X (N,
+    T, D), Y_h (N, 1, H), which onnxruntime does not run) imports to the same graph as the time-major model."""
+    graph = from_onnx(_lstm_model("Y_h, Squeeze"))
+    layer = graph.nodes[1].layer
+    w, r, b = _LSTM_W["W"][0], _LSTM_W["R"][0], _LSTM_W["B"][0]
+    for k, onnx_block in zip("ifgo", (0, 2, 3, 1)):
+        w_x, w_h, bias = layer.gate(k)
+        rows = slice(onnx_block * H_, (onnx_block + 1) * H_)
+        np.testing.assert_array_equal(w_x, w[rows].T)
+        np.testing.assert_array_equal(w_h, r[rows].T)
+        np.testing.assert_array_equal(bias, b[rows] + b[4 * H_:][rows])
+    batch_major = make_model([N("LSTM", ["x", "W", "R", "B"], ["", "h"], name="rnn", hidden_size=H_, layout=1),
+                              N("Flatten", ["h"], ["last"], name="flat", axis=1),
+                              N("Gemm", ["last", "fc_w", "fc_b"], ["y"], name="fc", transB=1)],
+                             {**_LSTM_W, **_FC}, (T_, D_), check=False)
+    other = from_onnx(batch_major)
+    assert [type(n.layer) for n in other.nodes] == [G.Input, G.LSTM, G.Dense]
+    x = RNG.normal(size=(2, T_ * D_))
+    np.testing.assert_array_equal(G.reference(other, x), G.reference(graph, x))
+
+
+_LSTM = ["x", "W", "R", "B"]
+
+
+def _fc(src="h"):
+    return [N("Squeeze", [src, "sq0"], ["last"], name="sq"), N("Gemm", ["last", "fc_w", "fc_b"], ["y"], name="fc",
+                                                                transB=1)]
+
+
+@pytest.mark.parametrize("nodes, extra, words", [
+    ([N("LSTM", _LSTM, ["", "h"], name="bi", hidden_size=H_, direction="bidirectional")], {}, ["bi", "bidirectional"]),
+    ([N("LSTM", _LSTM, ["", "h"], name="rev", hidden_size=H_, direction="reverse")], {}, ["rev", "'reverse'"]),
+    ([N("LSTM", _LSTM, ["", "h"], name="act", hidden_size=H_, activations=["HardSigmoid", "Tanh", "Tanh"])], {},
+     ["act", "activations"]),
+    ([N("LSTM", _LSTM, ["", "h"], name="clipped", hidden_size=H_, clip=3.0)], {}, ["clipped", "clip"]),
+    ([N("LSTM", _LSTM, ["", "h"], name="coupled", hidden_size=H_, input_forget=1)], {}, ["coupled", "input_forget"]),
+    ([N("LSTM", [*_LSTM, "", "", "", "p"], ["", "h"], name="peep", hidden_size=H_)], {"p": np.ones((1, 3 * H_))},
+     ["peep", "peepholes"]),
+    ([N("LSTM", [*_LSTM, "", "h0"], ["", "h"], name="warm", hidden_size=H_)], {"h0": np.ones((1, 1, H_))},
+     ["warm", "initial_h"]),
+    ([N("LSTM", [*_LSTM, "lens"], ["", "h"], name="ragged", hidden_size=H_)], {"lens": np.full(2, T_)},
+     ["ragged", "sequence_lens"]),
+    ([N("LSTM", _LSTM, ["", "", "c"], name="cell", hidden_size=H_), *_fc("c")], {}, ["'sq'", "Y_c"]),
+    ([N("LSTM", _LSTM, ["all", "h"], name="rnn", hidden_size=H_), N("Flatten", ["all"], ["y"], name="whole")], {},
+     ["whole", "(N, H)"]),
+    ([N("LSTM", _LSTM, ["all", "h"], name="rnn", hidden_size=H_), N("Squeeze", ["all", "sq1"], ["s"], name="s"),
+      N("Gather", ["s", "first"], ["y"], name="first_step", axis=0)], {"sq1": _SQ1, "first": np.array(0)},
+     ["first_step", "last time step"]),
+    ([N("LSTM", _LSTM, ["all", "h"], name="low", hidden_size=H_), N("Squeeze", ["all", "sq1"], ["s"], name="s"),
+      N("LSTM", ["s", "W2", "R2"], ["", "h2"], name="stacked", hidden_size=H_)],
+     {"sq1": _SQ1, "W2": np.ones((1, 4 * H_, H_)), "R2": np.ones((1, 4 * H_, H_))}, ["stacked", "stacked LSTMs"]),
+    ([N("Relu", ["x"], ["y"], name="rect")], {}, ["rect", "sequence input"]),
+])
+def test_unsupported_lstm_is_an_error_naming_op_and_node(nodes, extra, words):
+    if nodes[-1].op_type == "LSTM" and nodes[-1].output[1] == "h":
+        nodes = nodes + _fc()
+    with pytest.raises(ParameterError) as e:
+        from_onnx(make_model(nodes, {**_LSTM_W, **_FC, "sq0": _SQ0, **extra}, ("N", D_), batch=T_, check=False))
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    assert "Supported ops:" in str(e.value) and "LSTM" in str(e.value)
+
+
+def test_lstm_sequence_input_checks():
+    with pytest.raises(ParameterError, match="symbolic"):  # layout 0 reads axis 0 as time: here the batch
+        from_onnx(make_model(LSTM_CASES["Y_h, Squeeze"][0], {**_LSTM_W, **_FC, "sq0": _SQ0}, (T_, D_)))
+    with pytest.raises(ParameterError, match="no LSTM reads the sequence"):
+        from_onnx(make_model([N("Identity", ["x"], ["y"])], {}, (T_, D_)))
+    assert "LSTM" in SUPPORTED_OPS
+
+
+@pytest.mark.parametrize("batch_first, use_h_n", [(True, False), (False, True)])
+def test_pytorch_lstm_export(batch_first, use_h_n):
+    """torch.nn.LSTM then a Linear on the last hidden state (output[:, -1] batch-first, h_n[-1] time-major), as
+    torch.onnx.export writes it (Shape / ConstantOfShape zero initial states, Transpose, Squeeze, Gather)."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (not a hemx dependency); the export test "
+                                                "runs where it is")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(D_, H_, batch_first=batch_first)
+            self.fc = torch.nn.Linear(H_, 2)
+
+        def forward(self, x):
+            out, (h_n, _) = self.lstm(x)
+            last = h_n[-1] if use_h_n else (out[:, -1] if batch_first else out[-1])
+            return self.fc(last)
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    seq = torch.randn(3, T_, D_)
+    x = seq if batch_first else seq.transpose(0, 1).contiguous()
+    buf = io.BytesIO()
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    torch.onnx.export(net, (x,), buf, input_names=["x"], output_names=["y"], opset_version=17,
+                      dynamic_axes={"x": {0 if batch_first else 1: "N"}, "y": {0: "N"}}, **legacy)
+    graph = from_onnx(buf.getvalue())
+    assert [type(n.layer) for n in graph.nodes] == [G.Input, G.LSTM, G.Dense]
+    with torch.no_grad():
+        want = net(x).numpy().astype(np.float64)
+    assert _rel(G.reference(graph, seq.numpy().astype(np.float64).reshape(3, T_ * D_)), want) < LSTM_RTOL
+
+
+def test_lstm_import_compiles():
+    graph = from_onnx(_lstm_model("Y_h, Squeeze"))
+    x = RNG.normal(size=(8, T_ * D_))
+    net = hemx.nn.compile(graph, hemx.CKKSParameters.preset("boot_16"), calibration=x)
+    assert net.plan.steps and net.plan.bootstraps >= 1  # 5 time steps of sigmoid / tanh polynomials

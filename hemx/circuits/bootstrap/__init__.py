@@ -42,7 +42,7 @@ def bootstrapper_for(ctx: Context, *, message_ratio: int | None = None) -> Boots
 
 
 def bootstrap(ctx: Context, ct: Ciphertext, keys, *, iterations: int = 1, message_ratio: int | None = None,
-              on_bound: str = "raise") -> Ciphertext:
+              on_bound: str = "raise", chunk: int | None = None) -> Ciphertext:
     """A ciphertext of ``ctx`` at the post-bootstrap level with the same slot values (any level, any batch shape
     ``(..., 2, L, N)`` of data), through :func:`bootstrapper_for`.
 
@@ -54,12 +54,13 @@ def bootstrap(ctx: Context, ct: Ciphertext, keys, *, iterations: int = 1, messag
     ciphertext's ``bound`` must not exceed the bound the ratio supports (``bootstrapper_for(ctx,
     message_ratio=...).supported_bound``: 8 at the default ratio, doubling per bit of ratio):
     :class:`~hemx.errors.BoundError` otherwise, or :class:`~hemx.errors.BoundWarning` with ``on_bound="warn"``.
-    See ``docs/bootstrap.md``.
+    ``chunk``: at most that many entries of the batch at a time (:meth:`Bootstrapper.bootstrap`). See
+    ``docs/bootstrap.md``.
     """
     if not isinstance(ct, Ciphertext):
         raise ParameterError(f"bootstrap takes a hemx.Ciphertext, got {type(ct).__name__}")
     return bootstrapper_for(ctx, message_ratio=message_ratio).bootstrap(ct, keys, iterations=iterations,
-                                                                        on_bound=on_bound)
+                                                                        on_bound=on_bound, chunk=chunk)
 
 
 __all__ = ["Bootstrapper", "BootstrapParameters", "BootstrapPlan", "EvalMod", "bound_for", "bootstrap",

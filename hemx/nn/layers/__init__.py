@@ -13,7 +13,7 @@ record by name), and a rule in a front end (:mod:`hemx.nn.trace`, :mod:`hemx.nn.
 from __future__ import annotations
 
 from hemx.nn.layers import (
-    activation, add, affine, avgpool, batchnorm, conv2d, dense, flatten, global_avgpool, input_layer, maxpool,
+    activation, add, affine, avgpool, batchnorm, conv2d, dense, flatten, global_avgpool, input_layer, lstm, maxpool,
     multiply,
 )
 from hemx.nn.layers.activation import Activation
@@ -27,13 +27,14 @@ from hemx.nn.layers.dense import Dense
 from hemx.nn.layers.flatten import Flatten
 from hemx.nn.layers.global_avgpool import GlobalAvgPool
 from hemx.nn.layers.input_layer import Input
+from hemx.nn.layers.lstm import LSTM
 from hemx.nn.layers.maxpool import MaxPool2D
 from hemx.nn.layers.multiply import Multiply
 
 #: every layer type's rule, in the order the supported list names them
 RULES: tuple[LayerRule, ...] = tuple(m.RULE for m in (
     input_layer, conv2d, batchnorm, avgpool, maxpool, global_avgpool, flatten, dense, affine, add, activation,
-    multiply,
+    multiply, lstm,
 ))
 
 #: layer record class -> its rule
@@ -53,4 +54,4 @@ def rule_for(layer) -> LayerRule | None:
 
 __all__ = ["LayerRule", "RULES", "REGISTRY", "LAYER_TYPES", "SUPPORTED", "rule_for", "Input", "Conv2D", "BatchNorm",
            "AvgPool2D", "MaxPool2D", "GlobalAvgPool", "Flatten", "Dense", "Affine", "Add", "Activation",
-           "Multiply"]
+           "Multiply", "LSTM"]

@@ -35,12 +35,16 @@ class Lowering:
         self.value_bound[step.output] = bound
 
 
-def linear_step(p: Lowering, node, ins, packed) -> None:
-    """One step for a packed diagonal map (:class:`~hemx.nn.packing.DiagonalMap`) of ``node``: one level."""
-    p.add(Step(ops.Linear(packed, kind="linear"), node.name, tuple(ins), node.name, packed.out_layout, 1,
+def linear_step(p: Lowering, node, ins, packed, *, out: str | None = None, bound=None) -> None:
+    """One step for a packed diagonal map (:class:`~hemx.nn.packing.DiagonalMap`) of ``node``: one level. Its
+    output is the value ``node.name`` with the node's calibrated bound, or ``out`` bounded by ``bound`` (a value
+    inside a layer of several steps)."""
+    if out is None:
+        out, bound = node.name, p.c.bounds.get(node.name)
+    p.add(Step(ops.Linear(packed, kind="linear"), node.name, tuple(ins), out, packed.out_layout, 1,
                rotations=packed.rotations, key_switches=packed.key_switches, plaintext_mults=packed.plaintext_mults,
                ciphertexts=packed.in_layout.num_cts, note=f"n1={packed.n1}, " + packed.out_layout.describe()),
-          p.c.bounds.get(node.name))
+          bound)
 
 
 def second_operand(p: Lowering, node, ins, lay: packing.Layout) -> packing.Layout:
