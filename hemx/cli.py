@@ -95,6 +95,15 @@ def _cmd_demo(args) -> int:
                         ("--allow-insecure", args.allow_insecure)):
         if given:
             raise ParameterError(f"{flag} applies to --workload resnet only")
+    if args.workload == "helr":
+        for flag, given in (("--images", args.images is not None), ("--bootstrap", args.bootstrap),
+                            ("--secure", args.secure), ("--no-warm-up", args.no_warm_up)):
+            if given:
+                raise ParameterError(f"{flag} does not apply to --workload helr (it always bootstraps on the 128-bit "
+                                     "boot_16; its option: --iterations)")
+        if args.iterations is not None:
+            options["iterations"] = args.iterations
+        return demo.main(args.workload, as_json=args.json, **options)
     if args.workload == "cnn" and args.images is not None:
         options["num_images"] = args.images
     if args.workload == "logreg" and args.iterations is not None:
@@ -384,13 +393,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="encrypted CNN inference (default), logistic regression or ResNet-20, "
                                         "client/server")
-    demo.add_argument("--workload", default="cnn", choices=["cnn", "logreg", "resnet", "kernels"],
-                      help="cnn: digits CNN inference; logreg: HELR training + scoring; resnet: ResNet-20 inference "
-                           "with bootstrapping (boot_16: minutes and ~20 GiB per image); kernels: exact-kernel check")
+    demo.add_argument("--workload", default="cnn", choices=["cnn", "logreg", "helr", "resnet", "kernels"],
+                      help="cnn: digits CNN inference; logreg: HELR training + scoring (breast cancer); helr: HELR "
+                           "training at the seeds' scale (16,384 Fashion-MNIST samples, boot_16: ~10 minutes, 11 GiB); "
+                           "resnet: ResNet-20 inference with bootstrapping (boot_16: minutes and ~10 GiB per image); "
+                           "kernels: exact-kernel check")
     demo.add_argument("--images", type=int, default=None,
                       help="cnn: the first N test images (default all 360); resnet: the first N (default 1)")
     demo.add_argument("--iterations", type=int, default=None,
-                      help="logreg: gradient steps (more than a 128-bit chain holds, e.g. 30: bootstrapping mode)")
+                      help="logreg: gradient steps (more than a 128-bit chain holds, e.g. 30: bootstrapping mode); "
+                           "helr: Nesterov iterations (default 14)")
     demo.add_argument("--bootstrap", action="store_true",
                       help="logreg: bootstrap the weights when their levels run out (default ring boot_12: INSECURE)")
     demo.add_argument("--secure", action="store_true",
@@ -561,6 +573,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cifar.add_arguments(cf)
     cf.set_defaults(func=bench_cifar.run_cli)
 
+    from hemx.bench import heldout as bench_heldout
+
+    ho = bsub.add_parser("heldout", help="held-out images against calibrated bounds (ResNet-20 on Fashion-MNIST "
+                         "test images, the CIFAR-10 CNN on images apart from its calibration): values beyond a "
+                         "bound, beyond the ReLU domain, predictions that differ")
+    bench_heldout.add_arguments(ho)
+    ho.set_defaults(func=bench_heldout.run_cli)
+
     from hemx.bench import first_call as bench_first_call
 
     fc = bsub.add_parser("first-call", help="first call in a new process with new keys vs steady: jax.jit and "
@@ -575,6 +595,9 @@ def build_parser() -> argparse.ArgumentParser:
     pm.set_defaults(func=bench_polymul.run_cli)
     from hemx.bench import helr as bench_helr  # HELR logistic regression at scale (Fashion-MNIST, boot_16)
     bench_helr.add_arguments(bsub.add_parser("helr", help="HELR logistic-regression training at scale"))
+    from hemx.bench import lstm as bench_lstm  # the Fashion-MNIST LSTM, 32 sequences per ciphertext (boot_16)
+    bench_lstm.add_arguments(bsub.add_parser("lstm", help="the shipped Fashion-MNIST LSTM (128 cells, 32 sequences "
+                                             "per ciphertext): plan, slot simulator, encrypted with bootstrapping"))
 
     from hemx.dataflow.cli import add_arguments as dataflow_arguments, run_cli as dataflow_run
 

@@ -50,10 +50,12 @@ CKKS_SECOND_HALF = ("test_chain_scales.py", "test_ckks_encoder.py", "test_ckks_e
                     "test_precision_stats.py", "test_rescale_rounding.py", "test_scales.py", "test_seeded_keys.py",
                     "test_soak.py")
 
-NN_FRONT_ENDS = ("test_lstm.py", "test_onnx.py", "test_keras.py", "test_trace.py", "test_input_bounds.py")
+NN_FRONT_ENDS = ("test_lstm.py", "test_onnx.py", "test_keras.py", "test_trace.py", "test_input_bounds.py",
+                 "test_data_layout.py", "test_relu_bootstrap.py")
 NN_REST = ("test_activations.py", "test_compile.py", "test_data.py", "test_infer.py",
            "test_interleaved_batch.py", "test_models.py", "test_multiply.py", "test_network_export.py",
-           "test_packing.py", "test_passes.py", "test_resnet20_export.py")
+           "test_packing.py", "test_passes.py", "test_resnet20_export.py", "test_sound_bounds.py",
+           "test_relu_domain.py", "test_accuracy_warning.py")
 
 
 class Group(NamedTuple):
@@ -112,7 +114,8 @@ GROUPS = (
     # residual network encrypted, one at boot_12 with 2 bootstraps), the JAX / Keras front ends and ResNet-20;
     # test_network_export.py: that network as one program, exported for cuda and tpu and jitted (~2 min loaded)
     # the front ends and the recurrent layer apart from the rest (test_lstm.py: an encrypted LSTM at N = 2^11, ~3
-    # min; test_onnx.py: onnxruntime, torch exports and compiles at boot_16)
+    # min; test_onnx.py: onnxruntime, torch exports and compiles at boot_16; test_relu_bootstrap.py: a JAX ReLU CNN
+    # encrypted at boot_12_relu, 6 bootstraps, ~2 min)
     Group(tuple(f"tests/nn/{name}" for name in NN_FRONT_ENDS), 8.0),
     Group(tuple(f"tests/nn/{name}" for name in NN_REST), 12.2),
     # a second venv with JAX 0.11.2 (made once under build/, about 1 min) runs CKKS ops and a boot_12 bootstrap

@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from hemx.bench.report import BenchResult, render_table
-from hemx.bench.timing import peak_rss_gib
+from hemx.bench.timing import CpuUsage, cpu_usage, peak_rss_gib
 from hemx.ckks.precision import precision_stats
 from hemx.errors import ParameterError
 
@@ -86,8 +86,11 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
     if one is not None:
         timed(one)  # its warm-up (compilation for the batch-free shapes)
     times, single = [], []
+    usage = CpuUsage(0.0, 0.0, 0, 0)  # the timed batch calls': user / system seconds, page faults
     for _ in range(repeats):  # alternated: the batch and one ciphertext alone see the same machine
+        before = cpu_usage()
         out, t = timed(ct)
+        usage = usage + (cpu_usage() - before)
         times.append(t)
         if one is not None:
             single.append(timed(one)[1])
@@ -104,7 +107,7 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
             "max_level": params.max_level, "bootstrap": repr(bt), "message_ratio": bt.message_ratio,
             "evalmod_scale_bits": float(np.log2(bt.evalmod_scale)), "key_storage": ctx.key_storage,
             "transform_bytes": sum(lt.nbytes for lt in bt.cts + bt.stc), "peak_rss_gib": peak_rss_gib(),
-            "batch": batch, "chunk": chunk, **batched}
+            "batch": batch, "chunk": chunk, **batched, "cpu": usage.per_call(repeats)}
 
 
 def desilo_key_kind() -> str:
@@ -349,6 +352,18 @@ def print_report(results: list[BenchResult], console) -> None:
     render_table("bootstrapping", ["library", "slots", "keys", "keygen s", "key GiB", "peak RSS GiB", "first s",
                                    "batch", "median s (call)", "s per ct", "one alone s", "min bits", "mean bits",
                                    "level after / max"], rows, console)
+    for r in results:
+        line = cpu_line(r.extra.get("cpu"))
+        if line:
+            console.print(f"{r.name}: {line}")
+
+
+def cpu_line(cpu: dict | None) -> str:
+    """One timed call's CPU time and page faults, as a line (hemx's worker reports them; the peers do not)."""
+    if not cpu:
+        return ""
+    return (f"CPU per call {cpu['user_s']:.2f} s user + {cpu['system_s']:.2f} s system "
+            f"({100 * cpu['system_share']:.1f} % in the kernel), {cpu['page_faults']:,.0f} page faults")
 
 
 def _main(argv=None) -> int:

@@ -49,12 +49,12 @@ DEFAULT_MARGIN = 1.2
 
 
 def load():
-    """The 20 foolbox CIFAR-10 images as the graph's input ``(20, 3, 32, 32)`` (raw 0..255 pixels, float64) and
-    their labels ``(20,)``."""
+    """The 20 foolbox CIFAR-10 images as the Keras model takes them, NHWC ``(20, 32, 32, 3)`` (raw 0..255 pixels,
+    float64; the graph's ``data_layout``), and their labels ``(20,)``."""
     from hemx.nn import data
 
     images, labels = data.cifar10_foolbox_images()
-    return images.transpose(0, 3, 1, 2).astype(np.float64), np.asarray(labels)
+    return np.asarray(images, dtype=np.float64), np.asarray(labels)
 
 
 def model():

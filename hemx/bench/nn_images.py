@@ -11,10 +11,10 @@ import numpy as np
 
 
 def encrypted_images(net, ctx, graph, x: np.ndarray, y: np.ndarray, *, say=None) -> dict:
-    """Keys, then the images of ``x`` ``(B, *input_shape)`` (labels ``y`` ``(B,)``) encrypted, evaluated and
-    decrypted, against :func:`hemx.nn.reference`: one image per run, or ``k = net.images_per_ciphertext`` images in
-    flight per run when the network was compiled with ``images_per_ciphertext=k`` (the images interleaved in one
-    ciphertext's slots).
+    """Keys, then the images of ``x`` ``(B, *net.input_shape)``, in the network's ``data_layout`` (labels ``y``
+    ``(B,)``), encrypted, evaluated and decrypted, against :func:`hemx.nn.reference`: one image per run, or ``k =
+    net.images_per_ciphertext`` images in flight per run when the network was compiled with
+    ``images_per_ciphertext=k`` (the images interleaved in one ciphertext's slots).
 
     Returns ``{keygen_s, key_gib, images_in_flight, images: [{seconds, label, pred, plain_pred, err_over_range,
     seconds_by_kind}], runs: [seconds], median_s, amortized_s, images_per_hour, predictions_equal, equal_count,

@@ -28,11 +28,12 @@ CALIBRATION_IMAGES = 64
 
 
 def load(split: str, count: int):
-    """``count`` Fashion-MNIST images of ``split`` as the graph's input ``(B, 1, 32, 32)`` (raw pixels) and labels."""
+    """``count`` Fashion-MNIST images of ``split`` as the JAX model takes them, NHWC ``(B, 32, 32, 1)`` (raw pixels;
+    the graph's ``data_layout``), and labels."""
     from hemx.nn import data
 
     images, labels = data.fashion_mnist(split)
-    x = data.pad_to_32(images[:count]).astype(np.float64)[:, None]
+    x = data.pad_to_32(images[:count]).astype(np.float64)[..., None]
     return x, np.asarray(labels[:count])
 
 

@@ -87,6 +87,42 @@ def peak_rss_gib() -> float:
     return peak_rss_bytes() / 2**30
 
 
+@dataclasses.dataclass(frozen=True)
+class CpuUsage:
+    """This process's CPU seconds in user code and in the kernel, and its page faults (minor: a fresh page mapped;
+    major: read from disk), from ``getrusage``; subtract two to get what a span of work cost."""
+
+    user_s: float
+    system_s: float
+    minor_faults: int
+    major_faults: int
+
+    def __sub__(self, other: "CpuUsage") -> "CpuUsage":
+        return CpuUsage(self.user_s - other.user_s, self.system_s - other.system_s,
+                        self.minor_faults - other.minor_faults, self.major_faults - other.major_faults)
+
+    def __add__(self, other: "CpuUsage") -> "CpuUsage":
+        return CpuUsage(self.user_s + other.user_s, self.system_s + other.system_s,
+                        self.minor_faults + other.minor_faults, self.major_faults + other.major_faults)
+
+    def per_call(self, calls: int) -> dict:
+        """The JSON fields the benches report for ``calls`` calls: user and system seconds per call, the system
+        share of the CPU time, page faults per call."""
+        calls = max(int(calls), 1)
+        total = self.user_s + self.system_s
+        return {"user_s": self.user_s / calls, "system_s": self.system_s / calls,
+                "system_share": self.system_s / total if total > 0 else 0.0,
+                "page_faults": (self.minor_faults + self.major_faults) / calls}
+
+
+def cpu_usage() -> CpuUsage:
+    """This process's :class:`CpuUsage` so far (all threads: XLA's pool and the native kernels' threads)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return CpuUsage(float(r.ru_utime), float(r.ru_stime), int(r.ru_minflt), int(r.ru_majflt))
+
+
 def machine_info() -> dict:
     """Backend, devices, CPU model and thread count, library versions: enough to name the machine in results."""
     devices = jax.devices()

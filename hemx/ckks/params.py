@@ -340,8 +340,12 @@ PRESETS: dict[str, dict] = {
     # keys), so its overflow stays small (K = 11). boot_16 is 128-bit under the HE standard (log QP ~1765 <= 1772
     # for N = 2^16, special primes counted; its 279-bit P is 2^9 above its largest digit, so key switching adds
     # far less noise than a rescale); boot_12 / boot_13 are test-size rings with the same structure
-    # (allow_insecure=True).
+    # (allow_insecure=True). Their 3 levels after a bootstrap hold no ReLU step (the default sign composite's
+    # stages need 4 or 5 levels each); boot_12_relu / boot_13_relu give the user boot_16's 10 (25 levels, 53 limbs:
+    # a ReLU takes one bootstrap), for trying ReLU networks at test size (allow_insecure=True).
     "boot_12": dict(log_n=12, levels=18, base_bits=(30, 20, 20), dnum=3, level_bits=_boot_level_bits(3)),
     "boot_13": dict(log_n=13, levels=18, base_bits=(30, 20, 20), dnum=3, level_bits=_boot_level_bits(3)),
+    "boot_12_relu": dict(log_n=12, levels=25, base_bits=(30, 20, 20), dnum=3, level_bits=_boot_level_bits(10)),
+    "boot_13_relu": dict(log_n=13, levels=25, base_bits=(30, 20, 20), dnum=3, level_bits=_boot_level_bits(10)),
     "boot_16": dict(log_n=16, levels=25, base_bits=(30, 21, 20), dnum=6, level_bits=_boot_level_bits(10)),
 }

@@ -225,12 +225,14 @@ class ModelServer:
                             "bootstrap": bool(self.network.needs_bootstrap)})
 
     def interface(self) -> bytes:
-        """How the client packs an input and reads the output (no weights), and ``input_bound``: the ``max |x|``
-        the network was compiled for (:attr:`hemx.nn.CompiledNetwork.input_bound`; null without calibration),
-        which the client checks every input against before encrypting it."""
+        """How the client packs an input and reads the output (no weights): ``data_layout``, the layout the model
+        takes an image in (:attr:`hemx.nn.CompiledNetwork.data_layout`: NHWC for ResNet-20, traced from JAX), and
+        ``input_bound``: the ``max |x|`` the network was compiled for (:attr:`hemx.nn.CompiledNetwork.input_bound`;
+        null without calibration), which the client checks every input against before encrypting it."""
         net = self.network
         bound = net.input_bound
-        return _json_bytes({"input": _layout_doc(net.input_layout), "output": _layout_doc(net.output_layout),
+        return _json_bytes({"input": _layout_doc(net.input_layout), "data_layout": net.data_layout,
+                            "output": _layout_doc(net.output_layout),
                             "input_level": int(net.plan.input_level), "scale": float(net.scale),
                             "input_bound": None if bound is None else float(bound)})
 
@@ -350,33 +352,41 @@ class ModelClient:
         return messages
 
     def set_interface(self, interface: bytes) -> None:
+        from hemx.nn.data_layout import LAYOUTS
+
         doc = _json_doc(interface, "interface")
         try:
             bound = doc["input_bound"]
             bound = None if bound is None else float(bound)
             if bound is not None and not (math.isfinite(bound) and bound > 0):
                 raise ValueError(f"input_bound must be a positive number or null, got {bound!r}")
+            data_layout = doc["data_layout"]
+            if data_layout not in LAYOUTS:
+                raise ValueError(f"data_layout must be one of {LAYOUTS}, got {data_layout!r}")
             self._interface = (_layout(doc["input"]), _layout(doc["output"]), int(doc["input_level"]),
-                               float(doc["scale"]), bound)
+                               float(doc["scale"]), bound, data_layout)
         except (KeyError, TypeError, ValueError) as exc:
             raise SerializationError(f"bad interface: {exc}") from exc
 
     def encrypt(self, x, *, on_bound: str = "raise") -> bytes:
-        """One input ``(C, H, W)`` packed as the interface says, encrypted at its level and scale.
+        """One input in the interface's ``data_layout`` (``(H, W, C)`` for NHWC, ``(C, H, W)`` for NCHW) packed as
+        the interface says, encrypted at its level and scale.
 
         Its ``max |x|`` is checked against the interface's ``input_bound`` first
         (:func:`hemx.nn.run.check_input_bound`): :class:`~hemx.errors.BoundError` beyond it, or a
         :class:`~hemx.errors.BoundWarning` with ``on_bound="warn"``."""
+        from hemx.nn.data_layout import to_channel_first
         from hemx.nn.run import check_input_bound
 
-        layout, _, level, scale, bound = self._require()
+        layout, _, level, scale, bound, data_layout = self._require()
         check_input_bound(x, bound, on_bound=on_bound)
-        pt = self._context.encode(layout.pack(x), level=level, scale=scale)
+        x, single = to_channel_first(x, layout.shape, data_layout, what="the client's input")
+        pt = self._context.encode(layout.pack(x[0] if single else x), level=level, scale=scale)
         return io.dumps(self._context.encrypt(pt, self._public), self._context)
 
     def decrypt(self, reply: bytes) -> np.ndarray:
         """The output tensor of a reply (logits)."""
-        _, layout, _, _, _ = self._require()
+        layout = self._require()[1]
         ct = io.loads(reply, self._context, expect=Ciphertext)
         return layout.unpack(self._context.decrypt(ct, self._secret))
 

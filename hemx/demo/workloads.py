@@ -34,7 +34,7 @@ from hemx.circuits.bootstrap import BootstrapParameters
 from hemx.errors import ParameterError
 from hemx.service import Client, Server
 
-WORKLOADS = ("cnn", "logreg")
+WORKLOADS = ("cnn", "logreg", "helr")
 # None: the context's own default, the fastest exact NTT the machine has (hemx.kernels.ntt.default_method: the native
 # C++ NTT on CPU where built). Until issue 27 this was "mat3" "because it compiles faster"; with the native NTT the
 # CNN demo's steady batch is several times faster and compiles no slower (docs/results/workloads-cpu.md).
@@ -339,6 +339,39 @@ def _logreg_summary(data, spec, params, ntt: str, reference, w_enc, scores_enc, 
         **mode,
         **_device(),
     }
+
+
+def run_helr(*, iterations: int | None = None, samples: int | None = None, ntt: str | None = DEFAULT_NTT,
+             sampler: Sampler | None = None, update: Callable[[str, int, int], None] = lambda *a: None) -> dict:
+    """HELR at the seeds' scale (:func:`hemx.apps.logreg.run_preset` ``"helr"``, as ``hemx bench helr`` runs it):
+    16,384 Fashion-MNIST samples (196 pixels + bias) in 128 mini-batches of 128, one N = 2^16 ciphertext each,
+    14 Nesterov iterations bootstrapped on the 128-bit ``boot_16`` ring (about 10 minutes and 11 GiB on 2 cores).
+
+    The roles are the client/server split's: the client makes the keys and encrypts every mini-batch, the server
+    trains on the ciphertexts and bootstraps, the client decrypts the weights and scores its test set. They run in
+    one process and hand over objects, not bytes: serialized, the 4.3 GiB of evaluation keys would be held twice.
+
+    Args:
+        iterations: Nesterov iterations (default 14).
+        samples: training samples, a multiple of 128 (default 16,384).
+        ntt, sampler: as for :func:`run_cnn`.
+        update: ``update(stage, done, total)``: "client: keygen", "client: encrypt", "server: training",
+            "server: bootstraps".
+    """
+    from hemx.apps import logreg
+
+    stage_names = {"keygen": "client: keygen", "encrypt": "client: encrypt", "train": "server: training",
+                   "bootstrap": "server: bootstraps"}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage in stage_names:
+            update(stage_names[stage], done, total)
+
+    result = logreg.run_preset("helr", iterations=iterations, n_train=samples, ntt=ntt, sampler=sampler,
+                               progress=progress)
+    from hemx.bench.timing import peak_rss_gib
+
+    return {**result, "workload": "helr", "peak_rss_gib": peak_rss_gib(), "ntt": ntt or "default", **_device()}
 
 
 BOOTSTRAP_TRAIN_SAMPLES = 64  # the insecure default ring boot_12 holds 64 rows of 32 columns (2048 slots)

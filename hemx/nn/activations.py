@@ -29,6 +29,24 @@ its degree (12.6 for degree 15), so four stages of small degree beat three of la
 Other measured composites (error on the resolved set, depth of the stages):
 ``(15, 15, 15)`` at ``2^-8``: ``2^-14.1``, 12; ``(7, 15, 15, 15)`` at ``2^-10``: ``2^-19.5``, 15;
 ``(15, 15, 15, 15)`` at ``2^-12``: ``2^-11.5``, 16.
+
+**Valid domain above the bound** (``compile(relu_domain=F)``, default :data:`DEFAULT_RELU_DOMAIN` = 4). A
+calibrated bound ``B`` is a measurement: a held-out input can push an activation past it, where ``p(x / B)`` has
+left ``[-1, 1]`` and diverges (degree ``D`` grows like ``|t|^D``). The runtime therefore scales by ``1 / S`` with
+``S = F B``: ``t = x / S`` stays in ``[-1, 1]`` for every ``|x| <= F B``. Scaling alone would widen the unresolved
+gap in ``x`` from ``2^-10 B`` to ``2^-10 F B``, so the composite is taken at a gap ``e = 2^-10 / F``
+(:func:`domain_composite`, :data:`DOMAIN_COMPOSITES`). With ``E`` its error: for ``e S <= |x| <= S``,
+``|relu~(x) - relu(x)| = |x| |p(t) - sign(t)| / 2 <= |x| E / 2``; for ``|x| < e S = 2^-10 B`` it is at most
+``|x| (1 + peak) / 2 <= 2^-10 B (1 + peak) / 2``. So on all of ``[-F B, F B]`` the error is at most
+``max(F B E / 2, 2^-10 B (1 + peak) / 2)``, which for the tabulated composites (``F E <= 2^-9.5``) is the same
+``~2^-10 B`` as at ``F = 1`` (:func:`relu_error_bound` with ``domain=``). The price is the depth of a composite
+with an ``F`` times narrower gap (each stage of degree ``d`` widens the gap by about ``d``):
+``(15, 15, 15, 15)`` at ``2^-12`` (error ``2^-11.54``, depth 16) instead of ``(7, 7, 15, 15)`` at ``2^-10``
+(depth 14): **2 levels per ReLU** (18 with the scaling and the product). ``F = 2``: ``(7, 15, 15, 15)`` at
+``2^-11``, +1; ``F = 8``: ``(7, 7, 15, 15, 15)`` at ``2^-13``, +4. (The alternative, Cheon, Kim, Kim and Lee's
+domain-extension polynomials, applies cheap odd polynomials first that fold ``[-L^n B, L^n B]`` into
+``[-B, B]``, a few levels per factor ``L``; not implemented here.) Values beyond ``F B`` are the only ones a ReLU
+or max comparison can get wrong; ``encrypt_input`` refuses inputs beyond the network's input bound.
 """
 
 from __future__ import annotations
@@ -46,6 +64,13 @@ from hemx.errors import AccuracyWarning, ParameterError, external_stacklevel
 
 DEFAULT_DEGREES = (7, 7, 15, 15)
 DEFAULT_EPS = 2.0 ** -10
+#: the factor above the calibrated bound a compiled ReLU / max stays valid to by default (``compile(relu_domain=)``)
+DEFAULT_RELU_DOMAIN = 4.0
+#: the default composite for a valid domain ``F`` times the calibrated bound (:func:`domain_composite`): the input is
+#: scaled by ``1 / (F B)`` and the gap shrunk to ``eps / F``, so the gap in ``x`` stays ``2^-10 B``; measured
+#: errors ``2^-10.36`` / ``2^-10.94`` / ``2^-11.54`` / ``2^-15.19``, depths 14 / 15 / 16 / 18
+DOMAIN_COMPOSITES = {1.0: ((7, 7, 15, 15), 2.0 ** -10), 2.0: ((7, 15, 15, 15), 2.0 ** -11),
+                     4.0: ((15, 15, 15, 15), 2.0 ** -12), 8.0: ((7, 7, 15, 15, 15), 2.0 ** -13)}
 #: :func:`sign_composite` refuses a composite whose error on the resolved set exceeds this many times its eps
 MAX_ERROR_PER_EPS = 2.0
 _GRID = 1 << 16  # points of the dense grid the Remez exchange searches for extrema
@@ -197,23 +222,57 @@ def _sign_composite(degrees: tuple[int, ...], eps: float) -> SignComposite:
     return dataclasses.replace(comp, error=error, peak=peak, depth=depth)
 
 
-def relu_error_bound(bound: float, composite: SignComposite | None = None) -> float:
-    """Worst ``|relu(x) - x (1 + p(x / B)) / 2|`` for ``x`` in ``[-B, B]`` (the approximation alone, no CKKS noise).
+def check_domain(domain) -> float:
+    """A ReLU's valid-domain factor (``compile(relu_domain=)``) checked: a finite number >= 1."""
+    if isinstance(domain, bool) or not isinstance(domain, (int, float, np.integer, np.floating)) or not (
+            math.isfinite(domain) and domain >= 1.0):
+        raise ParameterError(f"relu_domain must be a number >= 1 (the factor above the calibrated bound a ReLU stays "
+                             f"valid to), got {domain!r}")
+    return float(domain)
 
-    ``|x| >= eps B``: ``|x| |p - sign| / 2 <= B error / 2``; ``|x| < eps B``: ``|x| (1 + |p|) / 2 <= eps B (1 + peak)
-    / 2``. A 1e-3 relative margin covers extrema between the measuring grid's points.
+
+def domain_composite(domain: float = DEFAULT_RELU_DOMAIN) -> SignComposite:
+    """The default sign composite for a ReLU valid up to ``domain`` times its calibrated bound ``B``.
+
+    The runtime scales the input by ``1 / (F B)`` with ``F`` the smallest factor of :data:`DOMAIN_COMPOSITES` at
+    least ``domain``, so inputs up to ``F B`` map into ``[-1, 1]``; that composite's gap is ``2^-10 / F``, so the
+    unresolved gap in ``x`` stays ``2^-10 B`` as at ``F = 1``, and on ``[-B, B]`` the error bound stays about
+    ``2^-10 B`` (:func:`relu_error_bound`). Its extra depth over ``F = 1``: 1 level at ``F = 2``, 2 at 4, 4 at 8.
+    Larger domains: pass a composite (``compile(relu=sign_composite(degrees, eps))``).
     """
-    comp = composite or sign_composite()
+    domain = check_domain(domain)
+    fits = [f for f in DOMAIN_COMPOSITES if f >= domain]
+    if not fits:
+        raise ParameterError(f"no default sign composite for relu_domain={domain:g} (at most "
+                             f"{max(DOMAIN_COMPOSITES):g}): pass one, compile(relu=sign_composite(degrees, eps), "
+                             f"relu_domain={domain:g}), with eps about 2^-10 / {domain:g}")
+    degrees, eps = DOMAIN_COMPOSITES[min(fits)]
+    return sign_composite(degrees, eps)
+
+
+def relu_error_bound(bound: float, composite: SignComposite | None = None, *, domain: float = 1.0) -> float:
+    """Worst ``|relu(x) - x (1 + p(x / S)) / 2|`` for ``x`` in ``[-B, B]`` with ``S = domain B`` the runtime's scale
+    (the approximation alone, no CKKS noise); the composite defaults to :func:`domain_composite` of ``domain``.
+
+    ``|x| >= eps S``: ``|x| |p - sign| / 2 <= B error / 2``; ``|x| < eps S``: ``|x| (1 + |p|) / 2 <= min(B, eps S)
+    (1 + peak) / 2``. A 1e-3 relative margin covers extrema between the measuring grid's points. The error over
+    the whole valid domain ``[-S, S]`` is ``relu_error_bound(S, composite)``.
+    """
+    domain = check_domain(domain)
+    comp = composite or domain_composite(domain)
     if not (math.isfinite(bound) and bound > 0):
         raise ParameterError(f"the ReLU input bound must be a positive number, got {bound!r}")
-    return float(bound) * max(comp.error / 2.0, comp.eps * (1.0 + comp.peak) / 2.0) * (1.0 + 1e-3)
+    b = float(bound)
+    return max(b * comp.error / 2.0, min(b, comp.eps * domain * b) * (1.0 + comp.peak) / 2.0) * (1.0 + 1e-3)
 
 
-def relu_approx(x, bound: float, composite: SignComposite | None = None) -> np.ndarray:
-    """The float64 model of the encrypted ReLU: ``x (1 + p(x / B)) / 2``."""
-    comp = composite or sign_composite()
+def relu_approx(x, bound: float, composite: SignComposite | None = None, *, domain: float = 1.0) -> np.ndarray:
+    """The float64 model of the encrypted ReLU: ``x (1 + p(x / (domain B))) / 2`` (``x`` any shape); the composite
+    defaults to :func:`domain_composite` of ``domain``."""
+    domain = check_domain(domain)
+    comp = composite or domain_composite(domain)
     x = np.asarray(x, dtype=np.float64)
-    return x * (1.0 + comp(x / bound)) / 2.0
+    return x * (1.0 + comp(x / (domain * bound))) / 2.0
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -236,18 +295,21 @@ class PolyStage:
         return evaluate_polynomial(ev, x, self.coeffs, basis="chebyshev", interval=self.interval, scale=scale)
 
 
-def relu_stages(bound: float, composite: SignComposite | None = None) -> list[PolyStage]:
-    """The polynomials of ``s'(x) = (1 + p(x / B)) / 2``; ReLU is then ``x * s'(x)`` (one product)."""
-    comp = composite or sign_composite()
+def relu_stages(bound: float, composite: SignComposite | None = None, *, domain: float = 1.0) -> list[PolyStage]:
+    """The polynomials of ``s'(x) = (1 + p(x / (domain B))) / 2``; ReLU is then ``x * s'(x)`` (one product). The
+    first stage's interval is ``(-domain B, domain B)``; the composite defaults to :func:`domain_composite`."""
+    domain = check_domain(domain)
+    comp = composite or domain_composite(domain)
     if not (math.isfinite(bound) and bound > 0):
         raise ParameterError(f"the ReLU input bound must be a positive number, got {bound!r}")
+    scale = domain * float(bound)
     out = []
     for i, c in enumerate(comp.stages):
         c = np.array(c)
         if i == len(comp.stages) - 1:
             c = c / 2.0
             c[0] += 0.5
-        out.append(PolyStage(c, (-float(bound), float(bound)) if i == 0 else (-1.0, 1.0)))
+        out.append(PolyStage(c, (-scale, scale) if i == 0 else (-1.0, 1.0)))
     return out
 
 
@@ -319,6 +381,7 @@ def smooth_fit(kind: str, bound: float, degree: int = DEFAULT_SMOOTH_DEGREE) -> 
     return SmoothFit(kind, bound, int(degree), PolyStage(coeffs, (-bound, bound)), error, float(np.max(np.abs(p))))
 
 
-__all__ = ["SignComposite", "sign_composite", "relu_error_bound", "relu_approx", "relu_stages",
+__all__ = ["SignComposite", "sign_composite", "domain_composite", "check_domain", "DEFAULT_RELU_DOMAIN",
+           "DOMAIN_COMPOSITES", "relu_error_bound", "relu_approx", "relu_stages",
            "PolyStage", "DEFAULT_DEGREES", "DEFAULT_EPS", "SMOOTH", "DEFAULT_SMOOTH_DEGREE", "SmoothFit", "smooth_fit",
            "check_degree"]

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hemx.errors import ParameterError
+from hemx.nn.data_layout import to_channel_first
 
 STAGES = ("encrypt", "run", "decrypt")
 
@@ -167,7 +168,8 @@ def infer(net, backend, images, *, keys=None, batch: int = 1, release_diagonals:
         net: a :class:`~hemx.nn.CompiledNetwork`.
         backend: a :class:`~hemx.ckks.Context` (encrypted) or a :class:`~hemx.circuits.SlotSimulator` (keys
             ignored).
-        images: ``(B, *input_shape)``.
+        images: ``(B, *net.input_shape)``, in the network's ``data_layout`` (the model's: ``(B, H, W, C)`` for
+            a JAX / Keras model, ``(B, C, H, W)`` for ONNX); checked before any key is made.
         keys: on a Context, a :class:`TimedKeys` (:func:`make_keys`) or a key set; None: made here (timed, with
             ``update("keygen", 1, 1)`` after).
         batch: images per encrypted input (each batch is one input of ``batch`` ciphertext rows).
@@ -185,6 +187,11 @@ def infer(net, backend, images, *, keys=None, batch: int = 1, release_diagonals:
     if images.ndim < 2:
         raise ParameterError(f"images must be a batch (B, *input_shape), got shape {images.shape}: add the batch "
                              "axis (x[None] for one input)")
+    if images.shape[1:] != tuple(net.input_shape):  # a ShapeError naming the layout and the axis to move
+        _, single = to_channel_first(images, net.input_layout.shape, net.data_layout, what="infer's images")
+        if single:
+            raise ParameterError(f"images must be a batch (B, *{tuple(net.input_shape)}), got one input of shape "
+                                 f"{images.shape}: add the batch axis (x[None])")
     simulated = isinstance(backend, SlotSimulator)
     timed = None
     if simulated:

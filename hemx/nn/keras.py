@@ -81,9 +81,10 @@ class _Reader:
 def from_keras_h5(path: str | os.PathLike) -> Graph:
     """Import a Keras Sequential model saved as ``.h5`` (see the module docstring for the supported layers).
 
-    The graph takes channel-first ``(C, H, W)`` inputs (transpose NHWC images with ``x.transpose(0, 3, 1, 2)``),
-    vectors ``(F,)``, or, for a model on sequences ``(N, T, D)`` (an LSTM first), the sequence flattened time-major
-    ``(T * D,)`` (``x.reshape(N, T * D)``), exactly the values the Keras model takes (no preprocessing is added).
+    The graph takes images as the Keras model does, NHWC ``(N, H, W, C)`` (its ``data_layout``; the nodes are
+    channel-first), vectors ``(F,)``, or, for a model on sequences ``(N, T, D)`` (an LSTM first), the sequence
+    flattened time-major ``(T * D,)`` (``x.reshape(N, T * D)``), exactly the values the Keras model takes (no
+    preprocessing is added).
     """
     try:
         import h5py
@@ -284,4 +285,4 @@ def _build(layers: list, reader: _Reader, where: str) -> Graph:
                                  f"{', '.join(SUPPORTED_LAYERS)}")
     if shape is None:
         raise ParameterError(f"{where}: the model has no layers")
-    return Graph(tuple(nodes))
+    return Graph(tuple(nodes), "NHWC")  # Keras' channels_last: images (N, H, W, C)

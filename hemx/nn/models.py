@@ -177,8 +177,9 @@ def resnet20_graph(variables: dict, *, input_shape: Sequence[int] = (32, 32, 3),
                    activation: ActivationSpec = HE_ACTIVATION, input_scale: float | None = None) -> Graph:
     """The inference network as a :class:`Graph`, traced with :func:`hemx.nn.trace.from_jax` in float64.
 
-    ``input_shape``: one NHWC image ``(H, W, C)``. ``input_scale``: if given, the graph takes raw pixels and starts
-    with ``Affine(input_scale)`` (e.g. ``1/255``).
+    ``input_shape``: one NHWC image ``(H, W, C)``; the graph takes NHWC images ``(B, H, W, C)`` as the JAX model
+    does (its ``data_layout``). ``input_scale``: if given, the graph takes raw pixels and starts with
+    ``Affine(input_scale)`` (e.g. ``1/255``).
     """
     from hemx.nn.trace import from_jax
 

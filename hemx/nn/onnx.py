@@ -746,12 +746,12 @@ def from_onnx(path_or_model) -> Graph:
 
     The model has one input, NCHW images ``(N, C, H, W)``, vectors ``(N, F)`` or sequences ``(N, T, D)`` / ``(T, N,
     D)`` read by LSTMs (``N`` symbolic or fixed), and one output; its default-domain opset is 13 or later. The
-    graph's input is ``(C, H, W)``, ``(F,)`` or, for a sequence, ``(T * D,)``: the sequence flattened time-major,
-    so feed it ``x.reshape(N, T * D)`` for ``(N, T, D)`` data and ``x.transpose(1, 0, 2).reshape(N, T * D)`` for
-    ``(T, N, D)`` data (which axis is time follows from the LSTM's ``layout``, module docstring). It computes what
-    the ONNX model computes (a ``GlobalAveragePool`` output ``(N, C, 1, 1)`` is ``(C,)``). See the module
-    docstring for the supported ops; anything else raises :class:`~hemx.errors.ParameterError` naming the op type,
-    the node and the supported ops.
+    graph's ``data_layout`` is NCHW, as the model's: its input is ``(C, H, W)``, ``(F,)`` or, for a sequence,
+    ``(T * D,)``: the sequence flattened time-major, so feed it ``x.reshape(N, T * D)`` for ``(N, T, D)`` data and
+    ``x.transpose(1, 0, 2).reshape(N, T * D)`` for ``(T, N, D)`` data (which axis is time follows from the LSTM's
+    ``layout``, module docstring). It computes what the ONNX model computes (a ``GlobalAveragePool`` output ``(N,
+    C, 1, 1)`` is ``(C,)``). See the module docstring for the supported ops; anything else raises
+    :class:`~hemx.errors.ParameterError` naming the op type, the node and the supported ops.
     """
     model, numpy_helper = _load(path_or_model)
     opsets = {op.domain or "ai.onnx": int(op.version) for op in model.opset_import}
@@ -803,4 +803,4 @@ def from_onnx(path_or_model) -> Graph:
     for node in reversed(imp.nodes):
         if node.name in need:
             need.update(node.inputs)
-    return Graph(tuple(n for n in imp.nodes if n.name in need or isinstance(n.layer, Input)))
+    return Graph(tuple(n for n in imp.nodes if n.name in need or isinstance(n.layer, Input)), "NCHW")

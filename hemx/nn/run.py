@@ -27,6 +27,7 @@ from hemx.ckks.params import CKKSParameters
 from hemx.errors import (BoundError, BoundWarning, LevelError, OverflowBoundError, ParameterError, ShapeError,
                          external_stacklevel)
 from hemx.nn import packing
+from hemx.nn.data_layout import check_layout, model_shape, to_channel_first
 
 
 class CompiledNetwork:
@@ -45,6 +46,19 @@ class CompiledNetwork:
         self._output_value = output_value
         self.scale = scale
         self.bounds = bounds
+
+    @property
+    def data_layout(self) -> str:
+        """How the network takes an image input, as the model it came from (:attr:`hemx.nn.graph.Graph.data_layout`):
+        ``"NHWC"`` ``(n, H, W, C)`` for a JAX / Keras model, ``"NCHW"`` ``(n, C, H, W)`` for ONNX and by default.
+        :meth:`encrypt_input` and :meth:`pack_input` take inputs in it (:mod:`hemx.nn.data_layout`)."""
+        return check_layout(getattr(self.graph, "data_layout", "NCHW"))
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One input as :meth:`encrypt_input` takes it, in :attr:`data_layout`: ``(H, W, C)`` for NHWC, ``(C, H,
+        W)`` for NCHW, ``(F,)`` for vectors."""
+        return model_shape(self.input_layout.shape, self.data_layout)
 
     @property
     def images_per_ciphertext(self) -> int:
@@ -77,7 +91,8 @@ class CompiledNetwork:
         return None if bound is None else float(bound)
 
     def encrypt_input(self, backend, keys, x, *, on_bound: str = "raise"):
-        """Pack ``x`` (``input_shape`` or ``(n, *input_shape)``) and encrypt it at the plan's input level.
+        """Pack ``x`` (:attr:`input_shape` or ``(n, *input_shape)``, in :attr:`data_layout`: ``(n, H, W, C)`` for a
+        model from JAX or Keras) and encrypt it at the plan's input level.
 
         ``backend``: a Context (``keys``: its KeySet or public key) or a SlotSimulator (``keys`` ignored). Returns
         one value with a leading axis of ``num_cts`` ciphertexts (then the batch axis, if any). With
@@ -101,9 +116,12 @@ class CompiledNetwork:
         return backend.encrypt(pt, keys)
 
     def pack_input(self, x) -> np.ndarray:
-        """``x`` (``input_shape`` or ``(n, *input_shape)``) -> the slot values :meth:`encrypt_input` encrypts:
-        ``(num_cts, [n,] slots)``, or ``(num_cts, [ceil(n / B),] slots)`` with ``B > 1`` images per ciphertext."""
-        values = self.input_layout.pack(x)
+        """``x`` (:attr:`input_shape` or ``(n, *input_shape)``, in :attr:`data_layout`) -> the slot values
+        :meth:`encrypt_input` encrypts: ``(num_cts, [n,] slots)``, or ``(num_cts, [ceil(n / B),] slots)`` with
+        ``B > 1`` images per ciphertext. A shape that does not fit raises :class:`~hemx.errors.ShapeError` naming the
+        layout expected and, where moving the channel axis would make it fit, the transpose that does."""
+        x, single = to_channel_first(x, self.input_layout.shape, self.data_layout, what="the network's input")
+        values = self.input_layout.pack(x[0] if single else x)
         images = self.images_per_ciphertext
         return values if images == 1 else packing.interleave(values, images)
 

@@ -833,7 +833,7 @@ class _Builder:
                   "(ys[-1], the final hidden state)")
 
     # post-passes ----------------------------------------------------------------------------------------------
-    def finish(self, output: str) -> Graph:
+    def finish(self, output: str, data_layout: str) -> Graph:
         # a bias add (lazy shift) after a bias-less conv / dense becomes its bias; batch-norm scales fold too with
         # fold_batchnorm (the fold pass's folding: hemx.nn.passes.fold)
         out, output = fold_nodes(self.nodes, output, keep="producer", affine=True, scales=self.fold_batchnorm,
@@ -846,7 +846,7 @@ class _Builder:
         kept = [n for n in out if n.name in need or isinstance(n.layer, Input)]
         if kept[-1].name != output:
             raise ShapeError("from_jax: internal error, the output is not the last node")  # pragma: no cover
-        return Graph(tuple(kept))
+        return Graph(tuple(kept), data_layout)
 
 
 def from_jax(fn: Callable, example_input, *, input_layout: str = "NHWC", fold_batchnorm: bool = False) -> Graph:
@@ -859,9 +859,10 @@ def from_jax(fn: Callable, example_input, *, input_layout: str = "NHWC", fold_ba
     convolution / dense layer into its weights; by default they stay :class:`BatchNorm` nodes (per-channel shifts
     alone always become biases).
 
-    The graph's input and any image output are channel-first ``(C, H, W)`` (transpose NHWC data with
-    ``x.transpose(0, 3, 1, 2)`` for :func:`~hemx.nn.graph.reference`). Raises
-    :class:`~hemx.errors.ParameterError` for a primitive or pattern that is not a supported layer.
+    The graph records ``input_layout`` (:attr:`Graph.data_layout <hemx.nn.graph.Graph.data_layout>`): its
+    reference, ``compile(calibration=...)``, ``encrypt_input`` and :func:`~hemx.nn.infer.infer` take images as
+    ``fn`` does, ``(B, H, W, C)`` for NHWC. Its nodes, and any image output, are channel-first ``(C, H, W)``.
+    Raises :class:`~hemx.errors.ParameterError` for a primitive or pattern that is not a supported layer.
     """
     example = jax.ShapeDtypeStruct(np.shape(example_input), getattr(example_input, "dtype", np.float64))
     shape = tuple(example.shape)
@@ -899,4 +900,4 @@ def from_jax(fn: Callable, example_input, *, input_layout: str = "NHWC", fold_ba
         # a flattened image returned as is: the IR output is channel-first; tell the caller rather than permute
         raise ParameterError("from_jax: the output is a flattened image in the jaxpr's (not channel-first) order; "
                              "end the function with a dense layer or return the image")
-    return builder.finish(result.name)
+    return builder.finish(result.name, input_layout)

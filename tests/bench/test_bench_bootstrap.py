@@ -38,6 +38,9 @@ def test_bench_bootstrap_sparse_slots_json_and_plot(tmp_path):
     assert (e["batch"], e["chunk"], row["params"]["batch"]) == (4, 2, 4) and e["single_s"] > 0
     assert e["amortized_s"] == pytest.approx(e["median_s"] / 4) and e["batch_gain"] > 0
     assert "s per ct" in proc.stdout and "one alone s" in proc.stdout
+    cpu = e["cpu"]  # CPU time and page faults of one timed batch call
+    assert cpu["user_s"] > 0 and cpu["system_s"] >= 0 and 0 <= cpu["system_share"] < 1 and cpu["page_faults"] >= 0
+    assert "hemx: CPU per call" in proc.stdout and "% in the kernel" in proc.stdout
     # the key count is the sparse circuit's: its rotations and conjugation, relinearization, two encapsulation keys
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
@@ -214,3 +217,18 @@ def test_lattigo_side_runs_the_program_it_is_given(tmp_path, monkeypatch):
     monkeypatch.setenv(bb.LATTIGO_ENV, str(tmp_path / "missing"))
     (missing,) = bb.bench_bootstrap(sides=("lattigo",), repeats=2)
     assert bb.LATTIGO_ENV in missing.extra["error"]
+
+
+def test_cpu_usage_spans_add_and_split_per_call():
+    from hemx.bench.timing import CpuUsage, cpu_usage
+
+    before = cpu_usage()
+    sum(i * i for i in range(300_000))  # user time
+    span = cpu_usage() - before
+    assert span.user_s >= 0 and span.minor_faults >= 0
+    a, b = CpuUsage(3.0, 1.0, 10, 2), CpuUsage(1.0, 1.0, 4, 0)
+    assert a + b == CpuUsage(4.0, 2.0, 14, 2) and (a + b) - b == a
+    assert a.per_call(2) == {"user_s": 1.5, "system_s": 0.5, "system_share": 0.25, "page_faults": 6.0}
+    assert CpuUsage(0.0, 0.0, 0, 0).per_call(0)["system_share"] == 0.0
+    assert bb.cpu_line(a.per_call(1)) == ("CPU per call 3.00 s user + 1.00 s system (25.0 % in the kernel), "
+                                          "12 page faults") and bb.cpu_line(None) == ""

@@ -37,7 +37,9 @@ def test_plan_and_two_images_simulated(cifar10_files, tmp_path):
     assert plan["rotations"] > 0 and plan["plaintext_mults"] > 0 and plan["ct_mults"] > 0
     assert plan["network_keys"] == 1 + plan["rotation_keys"] and plan["rotation_keys"] > 0
     assert plan["full_key_bytes"] < plan["network_key_bytes"] <= plan["network_keys"] * plan["full_key_bytes"]
-    assert len(plan["totals"]) == 4 and sum(r["bootstraps"] for r in plan["layers"]) == plan["bootstraps"]
+    # the counts, keys, then the precision lines: bounds used, the ReLU's valid domain, the worst activation error
+    assert len(plan["totals"]) == 7 and plan["totals"][4].startswith("bounds: calibrated")
+    assert "worst-case activation error" in plan["totals"][6] and sum(r["bootstraps"] for r in plan["layers"]) == plan["bootstraps"]
     assert relu["degrees"] == list(cifar.DEFAULT_RELU_DEGREES) and relu["eps"] == cifar.DEFAULT_RELU_EPS
     assert relu["sign_error"] < 2.0**-19 and relu["depth"] == 15
     assert relu["max_error_bound"] == pytest.approx(relu["error_bound_over_B"] * relu["bound_max"])

@@ -299,7 +299,7 @@ def _evalmod_levels(plan: "hemx.circuits.bootstrap.BootstrapPlan") -> range:
     return range(norm_level - plan.evalmod_depth, norm_level)
 
 
-@pytest.mark.parametrize("preset", ["boot_12", "boot_13", "boot_16"])
+@pytest.mark.parametrize("preset", ["boot_12", "boot_13", "boot_16", "boot_12_relu", "boot_13_relu"])
 def test_boot_presets_run_evalmod_on_60_bit_levels(preset):
     """EvalMod's 8 levels hold two 30-bit primes (scale 2^60: 4 bits less noise at its input), SlotsToCoeffs' 3
     two 26-bit ones, every other level two 28-bit ones (scale 2^56); boot_16 stays within the HE standard's
@@ -308,7 +308,7 @@ def test_boot_presets_run_evalmod_on_60_bit_levels(preset):
     plan = BootstrapParameters.create(params).plan  # K from the ephemeral secret: 32 non-zeros
     em = _evalmod_levels(plan)
     stc = range(plan.output_level + 1, plan.output_level + 4)
-    assert len(em) == 8 and plan.output_level == (10 if preset == "boot_16" else 3)
+    assert len(em) == 8 and plan.output_level == (3 if preset in ("boot_12", "boot_13") else 10)
     start = params.level_sizes[0]
     for level in range(1, params.max_level + 1):
         primes = params.moduli[start + 2 * (level - 1): start + 2 * level]

@@ -120,7 +120,7 @@ def _params_only(params):
 
 @pytest.mark.parametrize("name", ["set_a", "set_b", "set_c", "set_d", "warpdrive", "tensorfhe", "secure_13",
                                   "secure_14", "secure_15", "secure_16", "boot_12", "boot_13", "boot_16", "cnn",
-                                  "cnn_fast"])
+                                  "cnn_fast", "boot_12_relu", "boot_13_relu"])
 def test_chain_logic_every_preset(name):
     """The managed scales of every level: the invariants, and both chains simulated with the Context's own rules."""
     params = _params(name)

@@ -117,3 +117,39 @@ def test_cli_reexecs_once_with_the_allocator_tuning(monkeypatch):
     out = subprocess.run([sys.executable, "-m", "hemx", "info", "--json"], capture_output=True, text=True, env=env,
                          check=True)
     assert json.loads(out.stdout)["glibc_tunables"] == ""
+
+
+def _helr_result(acc_enc: float, acc_float: float) -> dict:
+    """A result of the fields :func:`hemx.apps.logreg.run_preset` returns (the boot_16 run itself is ~10 minutes
+    and 11 GiB: measured in ``hemx bench helr``, docs/apps-logreg.md)."""
+    return {"preset": "helr", "spec": "s", "parameters": "boot_16", "security": "128-bit", "samples": 256,
+            "features": 197, "test_samples": 10, "batch_size": 128, "n_batches": 2, "batches_used": 2,
+            "iterations": 2, "sigmoid": "degree 3 on [-8, 8]", "seconds": {"keygen": 1.0, "train": 2.0},
+            "ms_per_iteration": 1000.0, "bootstraps": 1, "bootstrap_at": [1], "bootstrap_s": [3.5],
+            "keys": {"count": 47, "bytes": 3 << 30, "storage": "compact"},
+            "accuracy": {"encrypted": acc_enc, "float64": acc_float}, "auc": {"encrypted": 0.8, "float64": 0.8},
+            "agreement": 0.9, "weight_error": 1e-4, "max_abs_weight": 0.5}
+
+
+@pytest.mark.parametrize("acc_enc, ok", [(0.765, True), (0.755, False)])
+def test_demo_helr_runs_the_preset_and_judges_accuracy(monkeypatch, capsys, acc_enc, ok):
+    from hemx.cli import main
+
+    calls = []
+
+    def fake_run_preset(preset, *, iterations=None, n_train=None, ntt=None, sampler=None, progress=None):
+        calls.append((preset, iterations, n_train))
+        progress("train", 1, 2)
+        progress("bootstrap", 1, 1)
+        return _helr_result(acc_enc, 0.77)
+
+    monkeypatch.setattr(logreg, "run_preset", fake_run_preset)
+    rc = main(["demo", "--workload", "helr", "--iterations", "2", "--json"])
+    printed = json.loads(capsys.readouterr().out)
+    assert calls == [("helr", 2, None)]
+    assert printed["workload"] == "helr" and printed["ok"] is ok and rc == (0 if ok else 1)  # within one point
+    rows = dict(demo._summary_rows(printed))
+    assert rows["test accuracy encrypted / float64"] == f"{100 * acc_enc:.2f} % / 77.00 %"
+    assert rows["keys"] == "47, 3.0 GiB (compact)" and rows["bootstraps"] == "1 before iterations 1 (3.5 s)"
+    assert main(["demo", "--workload", "helr", "--images", "3"]) == 2 and calls == [("helr", 2, None)]
+    assert "--images does not apply to --workload helr" in capsys.readouterr().err

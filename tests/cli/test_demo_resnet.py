@@ -161,6 +161,9 @@ def test_bad_hand_over_data():
     assert set(request) == {"rotations", "rotation_levels", "bootstrap"} and request["bootstrap"] is True
     interface = json.loads(server.interface())
     assert interface["input"]["shape"] == list(resnet.TINY_SHAPE) and interface["output"]["shape"] == [4]
+    assert interface["data_layout"] == "NCHW"  # the hand-built test network's (ResNet-20's, traced from JAX: NHWC)
+    with pytest.raises(SerializationError, match="data_layout must be one of"):
+        client.set_interface(json.dumps(dict(interface, data_layout="NWHC")).encode())
 
 
 def test_summary_rows_with_labels():

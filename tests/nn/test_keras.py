@@ -154,9 +154,10 @@ def test_written_h5_matches_numpy_forward(tmp_path, make):
     path = tmp_path / "m.h5"
     write_keras_h5(path, shape, layers)
     g = from_keras_h5(path)
-    assert g.input_shape == (shape[2], shape[0], shape[1])
+    assert g.input_shape == (shape[2], shape[0], shape[1]) and g.data_layout == "NHWC"
+    assert g.model_input_shape == tuple(shape)
     x = rng.uniform(0, 255 if make is _model_a else 1, size=(4, *shape))
-    got = reference(g, x.transpose(0, 3, 1, 2))
+    got = reference(g, x)  # NHWC, as the model takes it
     logits = np_forward(x, layers[:-1] + [(layers[-1][0], {**layers[-1][1], "activation": "linear"},
                                            layers[-1][2])])  # the graph ends before the softmax
     np.testing.assert_allclose(got, logits, rtol=1e-12, atol=1e-12 * np.max(np.abs(logits)))
@@ -208,7 +209,7 @@ def test_pretrained_cifar10_cnn_labels_all_20_foolbox_images(cifar10_files):
     assert kinds.count("Conv2D") == 6 and kinds.count("BatchNorm") == 6 and kinds.count("MaxPool2D") == 2
     assert [n.layer.weight.shape for n in g.nodes if isinstance(n.layer, Dense)] == [(1024, 64), (512, 1024),
                                                                                     (10, 512)]
-    logits = reference(g, images.transpose(0, 3, 1, 2).astype(np.float64))  # raw 0..255 pixels
+    logits = reference(g, images.astype(np.float64))  # raw 0..255 pixels, NHWC as the Keras model takes them
     assert logits.shape == (20, 10)
     np.testing.assert_array_equal(logits.argmax(1), labels)
     assert math.isfinite(float(np.abs(logits).max()))

@@ -290,3 +290,64 @@ def test_lstm_gate_without_recurrent_weights_on_the_simulator():
     assert not any(s.output == "lstm/t1/hf" for s in net.plan.steps)
     out = net.decrypt_output(sim, None, net.run(sim, None, net.encrypt_input(sim, None, x)))
     assert np.max(np.abs(out - G.reference(g, x))) < 1e-3
+
+
+def test_shipped_fashion_mnist_lstm_loader_and_fold():
+    """The shipped weights load with their metadata; the graph (projection folded into w_x) computes the trained
+    JAX model's function (float64, 1e-9) and its recorded accuracy on the first test sequences."""
+    from hemx.nn import lstm_fmnist
+    from tests.helpers.system import need_fashion_mnist
+
+    params, meta = lstm_fmnist.load_lstm_fmnist()
+    assert params["proj"]["w"].shape == (28, 128) and params["lstm"]["w_h"].shape == (128, 512)
+    assert params["head"]["w"].shape == (128, 10) and params["lstm"]["w_x"].dtype == np.float32
+    assert meta["test_accuracy"] >= 0.8 and meta["input_scale"] == pytest.approx(1 / 255)
+    g = lstm_fmnist.graph(params, degree=9)
+    lstm = g.nodes[1].layer
+    assert (lstm.features, lstm.hidden, lstm.degree, g.input_shape) == (28, 128, 9, (784,))
+    need_fashion_mnist()
+    x, y = lstm_fmnist.load("test", 200)
+    assert x.shape == (200, 784) and 0.0 <= x.min() and x.max() <= 1.0
+    want = np.asarray(lstm_fmnist.apply(jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params), x))
+    got = G.reference(g, x)
+    assert _rel(got, want) < 1e-9
+    assert np.mean(got.argmax(-1) == y) >= meta["test_accuracy"] - 0.06
+
+
+def test_shipped_lstm_loader_errors(tmp_path):
+    from hemx.nn import lstm_fmnist, models
+
+    with pytest.raises(ParameterError, match="train_fmnist_lstm.py"):
+        lstm_fmnist.load_lstm_fmnist(tmp_path / "absent.npz")
+    bad = tmp_path / "bad.npz"
+    models.save_variables(bad, {"proj": {"w": np.zeros((27, 128)), "b": np.zeros(128)}}, {})
+    with pytest.raises(ShapeError, match="proj/w"):
+        lstm_fmnist.load_lstm_fmnist(bad)
+
+
+@pytest.mark.slow  # 274 s on the 2 cores shared by ~5 jobs: boot_12_relu keys, 3 bootstraps, XLA compiles
+def test_encrypted_lstm_with_bootstraps_boot12_relu():
+    """T = 2, D = H = 4, the default degree-15 polynomials at boot_12_relu (boot_16's 10 levels after a bootstrap
+    at N = 2^12): the planner bootstraps c and h inside the steps as at boot_16; the decryption equals the compiled
+    network on the slot simulator up to the CKKS and bootstrap noise, and the float64 LSTM within the polynomials'
+    error."""
+    import hemx
+    from hemx.ckks import Sampler
+
+    rng = np.random.default_rng(15)
+    w_x, w_h, b = _weights(rng, 4, 4)
+    g = G.Graph((G.Node("input", G.Input((8,))), G.Node("lstm", G.LSTM(w_x, w_h, b), ("input",))))
+    x = rng.normal(size=(1, 8)) * 0.5
+    params = hemx.CKKSParameters.preset("boot_12_relu", allow_insecure=True)  # (the module filters its warning)
+    ctx = hemx.Context(params, sampler=Sampler.insecure_for_tests(5))
+    net = compile(g, ctx, calibration=x)
+    assert net.plan.bootstraps >= 2
+    keys = net.keygen(ctx)
+    got = net.decrypt_output(ctx, keys, net.run(ctx, keys, net.encrypt_input(ctx, keys, x)))
+    sim = SlotSimulator(params, slots=net.plan.slots)
+    model = net.decrypt_output(sim, None, net.run(sim, None, net.encrypt_input(sim, None, x)))
+    err = float(np.max(np.abs(got - model)))
+    print(f"encrypted LSTM with {net.plan.bootstraps} bootstraps, boot_12_relu: max error against the simulator "
+          f"{err:.3g}")
+    assert err < 1e-3  # CKKS and bootstrap noise (measured 2.0e-8)
+    assert np.max(np.abs(got - G.reference(g, x))) < 1e-3  # degree-15 fits

@@ -46,7 +46,7 @@ def test_graph_equals_apply(variables64, activation):
     g = models.resnet20_graph(v, activation=activation)
     x = np.random.default_rng(2).normal(size=(3, 32, 32, 3))
     want = jax.jit(lambda vv, xx: models.resnet20_apply(vv, xx, activation=activation))(v, jnp.asarray(x))
-    got = reference(g, x.transpose(0, 3, 1, 2))
+    got = reference(g, x)  # NHWC, as the model takes it
     assert np.all(np.isfinite(got)) and _rel(got, want) < 1e-9
     layers = [n.layer for n in g.nodes]
     convs = [l for l in layers if isinstance(l, Conv2D)]
@@ -106,7 +106,7 @@ def test_trained_fashion_mnist_weights():
     g = models.resnet20_graph(v, input_shape=(32, 32, 1), activation=act, input_scale=scale)
     want = jax.jit(lambda vv, xx: models.resnet20_apply(vv, xx, activation=act))(
         jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), v), jnp.asarray(x64 * scale))
-    got = reference(g, x64.transpose(0, 3, 1, 2))
+    got = reference(g, x64)  # NHWC, as the model takes it
     assert _rel(got, want) < 1e-9
 
 
@@ -127,6 +127,6 @@ def test_trained_fashion_mnist_accuracy_reproduces():
     x64 = x[:4].astype(np.float64)
     want = jax.jit(lambda vv, xx: models.resnet20_apply(vv, xx, activation=act))(
         jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), v), jnp.asarray(x64 * scale))
-    got = reference(g, x64.transpose(0, 3, 1, 2))
+    got = reference(g, x64)  # NHWC, as the model takes it
     assert _rel(got, want) < 1e-9
     np.testing.assert_array_equal(got.argmax(1), np.asarray(predict(x[:4])))

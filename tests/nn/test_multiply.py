@@ -96,10 +96,9 @@ def test_gated_networks_on_the_simulator():
     x = rng.normal(size=(2, 6, 6, 2))
     g = from_jax(fn, x[:1])
     assert "Multiply" in [type(n.layer).__name__ for n in g.nodes]
-    x_ir = np.transpose(x, (0, 3, 1, 2))  # the IR is channel-first
-    net = compile(g, sim, calibration=x_ir)
+    net = compile(g, sim, calibration=x)  # NHWC, as the traced function takes it
     assert [s.kind for s in net.plan.steps] == ["linear", "linear", "mul", "gap", "linear"]
-    out = net.decrypt_output(sim, None, net.run(sim, None, net.encrypt_input(sim, None, x_ir)))
+    out = net.decrypt_output(sim, None, net.run(sim, None, net.encrypt_input(sim, None, x)))
     assert _rel(out, np.asarray(fn(jnp.asarray(x)))) < 1e-9
 
 

@@ -155,6 +155,7 @@ def test_small_residual_cnn_matches_onnxruntime_and_compiles(tmp_path):
         "Input", "Conv2D", "BatchNorm", "Activation", "Conv2D", "Add", "Activation", "MaxPool2D", "GlobalAvgPool",
         "Dense"]
     assert graph.node("residual").inputs == ("conv2", "bn1")
+    assert graph.data_layout == "NCHW" and graph.model_input_shape == graph.input_shape == (2, 8, 8)
     x = _f32(RNG.normal(size=(3, 2, 8, 8)))
     assert _rel(G.reference(graph, x), run_ort(model, x)) < FLOAT_RTOL
     net = hemx.nn.compile(graph, hemx.CKKSParameters.preset("boot_16"), calibration=x)  # ReLU needs its levels
@@ -278,10 +279,12 @@ def test_resnet20_round_trip_matches_from_jax():
     graph = from_onnx(resnet20_onnx(variables, activation=act, input_scale=scale, input_shape=(1, 32, 32)))
     traced = models.resnet20_graph(variables, input_shape=(32, 32, 1), activation=act, input_scale=scale)
     assert [type(n.layer) for n in graph.nodes] == [type(n.layer) for n in traced.nodes]
+    assert (graph.data_layout, traced.data_layout) == ("NCHW", "NHWC")  # each takes its model's layout
     x = RNG.uniform(0, 255, (4, 1, 32, 32))
-    assert _rel(G.reference(graph, x), G.reference(traced, x)) < DOUBLE_RTOL
+    x_nhwc = x.transpose(0, 2, 3, 1)
+    assert _rel(G.reference(graph, x), G.reference(traced, x_nhwc)) < DOUBLE_RTOL
     params = hemx.CKKSParameters.preset("boot_12", allow_insecure=True)
-    a, b = (hemx.nn.compile(g, params, calibration=x).plan for g in (graph, traced))
+    a, b = (hemx.nn.compile(g, params, calibration=xg).plan for g, xg in ((graph, x), (traced, x_nhwc)))
     assert [_step_key(s) for s in a.steps] == [_step_key(s) for s in b.steps]
     assert a.rotations == b.rotations and a.rotation_levels == b.rotation_levels
     assert (a.bootstraps, a.key_switches, a.plaintext_mults, a.ct_mults, a.key_bytes, a.input_level) == \
@@ -298,10 +301,11 @@ def test_keras_cifar10_cnn_through_onnx_matches_from_keras():
     from tests.helpers.onnx_models import keras_sequential_h5_as_onnx
 
     path, _ = nn_data.cifar10_files()
-    x, _ = cifar.load()
+    x_nhwc, _ = cifar.load()  # NHWC, as the Keras model takes them
+    x = x_nhwc.transpose(0, 3, 1, 2)  # NCHW, as the ONNX model does
     keras_graph = cifar.model()
     graph = from_onnx(keras_sequential_h5_as_onnx(path))
-    want = G.reference(keras_graph, x)
+    want = G.reference(keras_graph, x_nhwc)
     # float32 convolutions of up to 1,152 products (128 channels x 3x3) and dense layers of 1,024: 1.5e-7 of the
     # logit range measured on these images
     assert _rel(run_ort(keras_sequential_h5_as_onnx(path, double=False), x), want) < 1e-5
@@ -309,7 +313,7 @@ def test_keras_cifar10_cnn_through_onnx_matches_from_keras():
     assert _rel(G.reference(graph, x), want) < DOUBLE_RTOL
     params = hemx.CKKSParameters.preset("boot_16")
     relu = hemx.nn.sign_composite(cifar.DEFAULT_RELU_DEGREES, cifar.DEFAULT_RELU_EPS)
-    a, b = (hemx.nn.compile(g, params, calibration=x, relu=relu).plan for g in (graph, keras_graph))
+    a, b = (hemx.nn.compile(g, params, calibration=xg, relu=relu).plan for g, xg in ((graph, x), (keras_graph, x_nhwc)))
     assert [_step_key(s) for s in a.steps] == [_step_key(s) for s in b.steps]
     assert a.rotations == b.rotations and a.rotation_levels == b.rotation_levels
     assert (a.bootstraps, a.key_switches, a.plaintext_mults, a.ct_mults, a.key_bytes, a.input_level) == \

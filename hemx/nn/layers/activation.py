@@ -1,5 +1,6 @@
 """Activation: an element-wise polynomial (exact everywhere), ReLU (exact in the reference; encrypted as
-``x * s'(x / B)`` with the composite minimax sign of :mod:`hemx.nn.activations`), or sigmoid / tanh (exact in the
+``x * s'(x / (F B))`` (``F``: ``compile(relu_domain=)``, the factor above the bound ``B`` it stays valid to) with
+the composite minimax sign of :mod:`hemx.nn.activations`), or sigmoid / tanh (exact in the
 reference; encrypted as one Chebyshev interpolant of ``degree`` on the calibrated input range ``[-B, B]``,
 :func:`hemx.nn.activations.smooth_fit`, whose ``error`` bounds the approximation there)."""
 
@@ -74,8 +75,9 @@ def lower(p, node, ins, lay) -> None:
         fit = acts.smooth_fit(layer.kind, input_bound(p, node.inputs[0], node.name, layer.kind), layer.degree)
         smooth_step(p, node.name, ins[0], node.name, lay, fit)
     else:  # "relu" (Activation accepts no other kind)
-        relu_steps(p, node.name, node.name, ins[0], node.name, lay, lay, p.c.bounds[node.inputs[0]],
-                   p.c.bounds.get(node.name))
+        # scaled by 1 / (F B): valid up to relu_domain = F times the input's bound (hemx.nn.activations)
+        relu_steps(p, node.name, node.name, ins[0], node.name, lay, lay,
+                   p.c.relu_domain * p.c.bounds[node.inputs[0]], p.c.bounds.get(node.name))
 
 
 def input_bound(p, value: str, node: str, kind: str) -> float:

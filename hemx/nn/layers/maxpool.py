@@ -40,7 +40,8 @@ def _maxpool_steps(p, node: str, x: str, out: str, lay: packing.Layout, layer: M
     """Max over ``window x window`` patches: separable, along rows then columns, each a chain of
     ``max(a, rot(a, k)) = rot(a, k) + relu(a - rot(a, k))`` with overlapping doubling shifts (``ceil(log2 w)``
     comparisons per axis); the result sits at the stride's grid points (a gap ``g * stride`` layout, other slots
-    unclean). Differences are bounded by ``2 B``."""
+    unclean). Differences are bounded by ``2 B``; each comparison's ReLU is scaled by ``1 / (2 F B)`` (``F``:
+    ``c.relu_domain``), so inputs up to ``F B`` compare right."""
     c, h, w = lay.shape
     window, stride = layer.window, layer.stride
     ho, wo = (h - window) // stride + 1, (w - window) // stride + 1
@@ -63,7 +64,7 @@ def _maxpool_steps(p, node: str, x: str, out: str, lay: packing.Layout, layer: M
         diff = f"{prefix}/diff"
         p.add(Step(ops.Sub(), node, (cur, rot), diff, work, ciphertexts=lay.num_cts), 2.0 * b_in)
         relu = f"{prefix}/relu"
-        relu_steps(p, node, prefix, diff, relu, work, work, 2.0 * b_in, 2.0 * b_in)
+        relu_steps(p, node, prefix, diff, relu, work, work, 2.0 * b_in * p.c.relu_domain, 2.0 * b_in)
         last = n == len(chain) - 1
         nxt = out if last else f"{prefix}/max"
         p.add(Step(ops.Add(), node, (rot, relu), nxt, out_lay if last else work, ciphertexts=lay.num_cts,

@@ -1,7 +1,8 @@
 """The passes of :func:`hemx.nn.compile`, one module each, in pipeline order (``hemx.nn.compiler.PIPELINE``):
 
 1. :mod:`~hemx.nn.passes.fold`: batch norms folded into the convolution / dense layer before them;
-2. :mod:`~hemx.nn.passes.calibrate`: every value's bound, measured on a calibration batch, times a margin;
+2. :mod:`~hemx.nn.passes.calibrate`: every value's bound, measured on a calibration batch, times a margin, or
+   sound from an input domain (interval arithmetic, :mod:`~hemx.nn.passes.bounds`);
 3. :mod:`~hemx.nn.passes.pack`: layouts and packed steps for every layer (its lowering in :mod:`hemx.nn.layers`);
 4. :mod:`~hemx.nn.passes.levels`: each step's depth and the levels its inputs need;
 5. :mod:`~hemx.nn.passes.bootstraps`: bootstrap placement and the level of every value;

@@ -36,10 +36,14 @@ class Compilation:
 
     Set before the passes: ``graph`` (as given), ``target``, the options (``calibration`` ``(B, *input_shape)`` or
     None, ``margin``, ``boot_level`` (None: no bootstrapping), ``boot_bound``, ``input_level``, ``composite`` (the
-    ReLU sign composite, None without ReLU), ``grid``, ``bsgs_ratio``).
+    ReLU sign composite, None without ReLU), ``grid``, ``bsgs_ratio``, ``relu_domain`` (a ReLU's input is scaled by
+    ``1 / (relu_domain B)``: valid up to that factor above its bound), ``bounds_mode`` (``"calibrated"``: measured
+    on the calibration batch; ``"sound"``: interval arithmetic from ``input_domain``, :mod:`~hemx.nn.passes.bounds`),
+    ``input_domain`` (``(lo, hi)`` or None)).
 
     Filled by the passes: ``nodes`` (fold: the graph's nodes with batch norms folded), ``bounds`` (calibrate:
-    ``{node: max |x| x margin}``), ``steps`` (pack: in execution order, without levels; levels: depths and needs;
+    ``{node: bound}`` in the chosen mode; ``calibrated_bounds`` and ``sound_bounds``: each mode's, where its data is
+    given), ``steps`` (pack: in execution order, without levels; levels: depths and needs;
     bootstraps: levels and the bootstrap steps; scales: scale targets and products), ``input_layout``, ``layouts``
     and ``value_bound`` (``{value: bound or None}``) and ``output_value`` (pack), ``poly_cap`` (levels), ``plan``
     (plan).
@@ -55,8 +59,13 @@ class Compilation:
     composite: Any = None
     grid: tuple[int, int] | None = None
     bsgs_ratio: float = packing.DEFAULT_BSGS_RATIO
+    relu_domain: float = 1.0
+    bounds_mode: str = "calibrated"
+    input_domain: tuple[float, float] | None = None
     nodes: tuple[Node, ...] = ()
     bounds: dict = dataclasses.field(default_factory=dict)
+    calibrated_bounds: dict = dataclasses.field(default_factory=dict)
+    sound_bounds: dict = dataclasses.field(default_factory=dict)
     steps: tuple = ()
     input_layout: packing.Layout | None = None
     layouts: dict = dataclasses.field(default_factory=dict)
