@@ -145,17 +145,16 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--preset", default="boot_16", help="bootstrapping parameter preset (boot_16: 128-bit)")
-    p.add_argument("--plain", type=int, default=1000, help="test sequences in plaintext (0: skip)")
-    p.add_argument("--simulate", type=int, default=0, help="test sequences through the slot simulator (0: skip)")
-    p.add_argument("--encrypted", action="store_true", help="one encrypted ciphertext batch of --sequences "
-                   "test sequences (makes keys: ~10 GiB at boot_16)")
-    p.add_argument("--sequences", type=int, default=32, help="sequences interleaved per ciphertext (a power of two)")
-    p.add_argument("--degree", type=int, default=None, help="degree of the sigmoid / tanh polynomials (default: the "
-                   "shipped model's)")
-    p.add_argument("--tiny", action="store_true", help="a random 8-cell LSTM on 4 steps of 4 values (tests)")
-    p.add_argument("--allow-insecure", action="store_true", help="allow a preset below 128-bit (boot_12, boot_13)")
-    p.add_argument("--json", default="", help="also write every figure to this JSON file")
+    from hemx.bench.nn_images import add_network_arguments
+
+    add_network_arguments(p, items="sequences", extra=(
+        (("--encrypted",), dict(action="store_true", help="one encrypted ciphertext batch of --sequences test "
+                                "sequences (makes keys: ~10 GiB at boot_16)")),
+        (("--sequences",), dict(type=int, default=32, help="sequences interleaved per ciphertext (a power of two)")),
+        (("--degree",), dict(type=int, default=None, help="degree of the sigmoid / tanh polynomials (default: the "
+                             "shipped model's)")),
+        (("--tiny",), dict(action="store_true", help="a random 8-cell LSTM on 4 steps of 4 values (tests)")),
+    ))
     p.set_defaults(func=run_cli)
 
 

@@ -60,4 +60,17 @@ def encrypted_images(net, ctx, graph, x: np.ndarray, y: np.ndarray, *, say=None)
     return out
 
 
-__all__ = ["encrypted_images"]
+def add_network_arguments(p, *, items: str, extra=()) -> None:
+    """The options every network bench takes (``hemx bench resnet``, ``lstm``): ``--preset``, ``--plain`` and
+    ``--simulate`` counts of test ``items``, then ``extra`` (``(flags, kwargs)`` pairs, the bench's own), then
+    ``--allow-insecure`` and ``--json``."""
+    p.add_argument("--preset", default="boot_16", help="bootstrapping parameter preset (boot_16: 128-bit)")
+    p.add_argument("--plain", type=int, default=1000, help=f"test {items} in plaintext (0: skip)")
+    p.add_argument("--simulate", type=int, default=0, help=f"test {items} through the slot simulator (0: skip)")
+    for flags, kwargs in extra:
+        p.add_argument(*flags, **kwargs)
+    p.add_argument("--allow-insecure", action="store_true", help="allow a preset below 128-bit (the boot_12* and boot_13* test rings)")
+    p.add_argument("--json", default="", help="also write every figure to this JSON file")
+
+
+__all__ = ["encrypted_images", "add_network_arguments"]

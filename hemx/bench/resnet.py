@@ -122,16 +122,15 @@ def bench(*, preset: str = "boot_16", plain: int = 1000, simulate: int = 0, encr
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--preset", default="boot_16", help="bootstrapping parameter preset (boot_16: 128-bit)")
-    p.add_argument("--plain", type=int, default=1000, help="test images in plaintext (0: skip)")
-    p.add_argument("--simulate", type=int, default=0, help="test images through the slot simulator (0: skip)")
-    p.add_argument("--encrypted", type=int, default=1, help="test images encrypted (0: skip)")
-    p.add_argument("--batch", type=int, default=50, help="simulator batch size")
-    p.add_argument("--images-per-ciphertext", type=int, default=1,
-                   help="images interleaved in each ciphertext (a power of two; 2 fills boot_16's 2^15 slots): "
-                   "images in flight per encrypted run, reported per run and amortized per image")
-    p.add_argument("--allow-insecure", action="store_true", help="allow a preset below 128-bit (boot_12, boot_13)")
-    p.add_argument("--json", default="", help="also write every figure to this JSON file")
+    from hemx.bench.nn_images import add_network_arguments
+
+    add_network_arguments(p, items="images", extra=(
+        (("--encrypted",), dict(type=int, default=1, help="test images encrypted (0: skip)")),
+        (("--batch",), dict(type=int, default=50, help="simulator batch size")),
+        (("--images-per-ciphertext",), dict(
+            type=int, default=1, help="images interleaved in each ciphertext (a power of two; 2 fills boot_16's 2^15 "
+            "slots): images in flight per encrypted run, reported per run and amortized per image")),
+    ))
 
 
 def run_cli(args) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 
 from hemx.errors import ParameterError
 from hemx.nn.data_layout import to_channel_first
+from hemx.nn.run import check_input_bound
 
 STAGES = ("encrypt", "run", "decrypt")
 
@@ -161,7 +162,7 @@ def infer_batches(batches: Sequence, *, encrypt: Callable, evaluate: Callable, d
 
 def infer(net, backend, images, *, keys=None, batch: int = 1, release_diagonals: bool | None = None,
           progress: Callable | None = None, update: Callable | None = None,
-          on_batch: Callable | None = None) -> Inference:
+          on_batch: Callable | None = None, on_bound: str = "raise") -> Inference:
     """``images`` through the compiled network ``net`` on ``backend``, ``batch`` images at a time.
 
     Args:
@@ -175,6 +176,10 @@ def infer(net, backend, images, *, keys=None, batch: int = 1, release_diagonals:
         batch: images per encrypted input (each batch is one input of ``batch`` ciphertext rows).
         release_diagonals, progress, update, on_batch: as for :meth:`CompiledNetwork.run` and
             :func:`infer_batches`.
+        on_bound: images beyond the bound the network was compiled for
+            (:attr:`CompiledNetwork.input_bound`): ``"raise"`` (default) refuses them with
+            :class:`~hemx.errors.BoundError` before any key is made; ``"warn"`` warns per batch
+            (:class:`~hemx.errors.BoundWarning`) and runs them (:meth:`CompiledNetwork.encrypt_input`).
 
     Returns an :class:`Inference` whose ``logits`` are ``(B, *output_shape)``; on a Context with keys made here or
     given as :class:`TimedKeys`, ``seconds["keygen"]`` and ``key_bytes`` too.
@@ -192,6 +197,10 @@ def infer(net, backend, images, *, keys=None, batch: int = 1, release_diagonals:
         if single:
             raise ParameterError(f"images must be a batch (B, *{tuple(net.input_shape)}), got one input of shape "
                                  f"{images.shape}: add the batch axis (x[None])")
+    if on_bound == "raise":  # the whole set, before keys are made; "warn" warns per batch at encryption
+        check_input_bound(images, net.input_bound)
+    elif on_bound != "warn":
+        raise ParameterError(f"on_bound must be 'raise' or 'warn', got {on_bound!r}")
     simulated = isinstance(backend, SlotSimulator)
     timed = None
     if simulated:
@@ -206,7 +215,7 @@ def infer(net, backend, images, *, keys=None, batch: int = 1, release_diagonals:
         keyset, evk = keys, keys.evaluation_keys()
 
     def encrypt(x):
-        ct = net.encrypt_input(backend, keyset, x)
+        ct = net.encrypt_input(backend, keyset, x, on_bound=on_bound)
         _block(ct)
         return ct
 

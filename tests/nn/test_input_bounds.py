@@ -76,6 +76,31 @@ def test_just_inside_accepted_just_outside_refused():
         net.encrypt_input(sim, None, x[:1], on_bound="warn")
 
 
+def test_infer_refuses_before_keys_or_warns_per_batch(monkeypatch):
+    """hemx.nn.infer: out-of-range images are refused before any key is made (the default) or, with
+    on_bound="warn", run with one warning per batch that exceeds the bound."""
+    from hemx.nn import infer as infer_module
+
+    g, x, sim, net = _relu_case()
+    images = np.concatenate([x[:2], 50.0 * x[2:3]])  # the third image is 50 x the calibrated range
+    made = []
+    monkeypatch.setattr(infer_module, "make_keys", lambda *a: made.append(a))
+    with pytest.raises(BoundError, match="exceeds the bound"):
+        infer_module.infer(net, sim, images)
+    ctx = object()  # no key is made: the check comes first, whatever the backend
+    with pytest.raises(BoundError):
+        infer_module.infer(net, ctx, images)
+    assert made == []
+    with pytest.warns(BoundWarning) as caught, np.errstate(over="ignore", invalid="ignore"):
+        result = infer_module.infer(net, sim, images, on_bound="warn")  # the composite diverges: inf / nan
+    assert len([w for w in caught if issubclass(w.category, BoundWarning)]) == 1  # only the third image's batch
+    assert result.logits.shape == (3, 3)
+    inside = infer_module.infer(net, sim, x[:2]).logits
+    np.testing.assert_allclose(inside, result.logits[:2], rtol=0, atol=0)
+    with pytest.raises(ParameterError, match="on_bound"):
+        infer_module.infer(net, sim, x[:2], on_bound="ignore")
+
+
 def test_bad_inputs_and_options():
     _, x, sim, net = _relu_case()
     with pytest.raises(ParameterError, match="on_bound"):
