@@ -11,7 +11,10 @@ two 2x2 max pools, dense layers 64 -> 1024 -> 512 -> 10 with ReLU, the last one 
    would build the bootstrap's tables, which the plan does not need), calibrated on the first ``--calibration``
    images (default all 20: they are the only real CIFAR-10 images at hand, so the network is calibrated on the
    images it then classifies; ``--margin`` widens every calibrated bound). ReLU and max pooling use the sign
-   composite of ``--relu-degrees`` / ``--relu-eps``. The plan (levels, bootstraps, rotations, products, keys)
+   composite of ``--relu-degrees`` / ``--relu-eps`` scaled by each comparison's bound (``relu_domain=1``), or with
+   ``--relu-domain F`` hemx.nn's own composite for a ReLU valid up to ``F`` times its bound
+   (``compile(relu_domain=F)``, the library's default being 4; ``docs/results/heldout-cpu.md`` measures what it
+   buys on held-out images). The plan (levels, bootstraps, rotations, products, keys)
    and the composite (degrees, depth, error, the ReLU error bound at every activation's bound) are reported.
 3. **simulated**: the packed program in :class:`~hemx.circuits.SlotSimulator` (same packing, levels, scales and
    polynomial approximations as encrypted, no encryption and no noise) on the first ``--simulate`` images, in
@@ -73,11 +76,12 @@ def _count(name: str, value, low: int, high: int) -> int:
 
 
 def _relu_bounds(plan) -> dict:
-    """``{group: (graph node, B)}`` of every ReLU comparison of the plan: its scaling step ``x / B``."""
+    """``{group: (graph node, B)}`` of every ReLU comparison of the plan: its scaling step is ``x / (F B)`` with
+    ``F`` the plan's ``relu_domain``."""
     out = {}
     for step in plan.steps:
         if step.kind == "affine" and step.group is not None and step.output == f"{step.group}/scaled":
-            out[step.group] = (step.node, 1.0 / step.factor)
+            out[step.group] = (step.node, 1.0 / (step.factor * plan.relu_domain))
     return out
 
 
@@ -97,9 +101,12 @@ def _input_peaks(graph, kept: dict) -> dict:
 
 def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int = IMAGES,
           margin: float = DEFAULT_MARGIN, relu_degrees=DEFAULT_RELU_DEGREES, relu_eps: float = DEFAULT_RELU_EPS,
-          batch: int = IMAGES, encrypted: int = 0, allow_insecure: bool = False, console=None) -> dict:
+          batch: int = IMAGES, encrypted: int = 0, relu_domain: float | None = None, allow_insecure: bool = False,
+          console=None) -> dict:
     """Run the stages (module docstring); a dict of every figure. ``simulate=0`` stops after the plan;
-    ``encrypted=K``: the first K images also encrypted (the network compiled against a Context then).
+    ``encrypted=K``: the first K images also encrypted (the network compiled against a Context then);
+    ``relu_domain=F``: hemx.nn's composite for ReLUs valid to ``F`` times their bound instead of ``relu_degrees`` /
+    ``relu_eps`` (``hemx.nn.compile(relu_domain=F)``).
 
     Raises :class:`~hemx.errors.ParameterError` for bad arguments (counts out of range, a margin below 1, a sign
     composite that does not exist, an unknown or insecure preset without ``allow_insecure``) and
@@ -113,6 +120,7 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     from hemx.ckks.keygen import key_bytes
     from hemx.errors import ParameterError
     from hemx.nn import compile as nn_compile, reference, relu_error_bound, sign_composite
+    from hemx.nn.activations import check_domain, domain_composite
     from hemx.nn.data import CIFAR10_CLASSES
     from hemx.nn.infer import infer
 
@@ -132,7 +140,11 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     degrees = tuple(int(d) for d in degrees)
     if isinstance(relu_eps, bool) or not isinstance(relu_eps, (int, float)):
         raise ParameterError(f"relu_eps must be a number in (0, 0.5), got {relu_eps!r}")
-    comp = sign_composite(degrees, float(relu_eps))  # ParameterError for bad degrees / eps
+    if relu_domain is None:
+        comp, domain = sign_composite(degrees, float(relu_eps)), 1.0  # ParameterError for bad degrees / eps
+    else:
+        domain = check_domain(relu_domain)  # ParameterError below 1
+        comp = domain_composite(domain)  # ParameterError above the largest default domain
     params = CKKSParameters.preset(preset, allow_insecure=allow_insecure)  # ParameterError (SecurityError)
 
     def say(msg: str) -> None:
@@ -163,7 +175,7 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
     start = time.perf_counter()
     ctx = Context(params) if encrypted else None
     net = nn_compile(graph, ctx if encrypted else params, calibration=x[:calibration], margin=float(margin),
-                     relu=comp)
+                     relu=comp, relu_domain=domain)
     out["compile_s"] = time.perf_counter() - start
     plan = net.plan
     relus = _relu_bounds(plan)
@@ -178,10 +190,10 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
                                   + ("the same images are classified)" if calibration == IMAGES else
                                      "the others are held out)")}
     out["relu"] = {"degrees": list(comp.degrees), "eps": comp.eps, "sign_error": comp.error, "peak": comp.peak,
-                   "depth": comp.depth, "levels_per_relu": comp.depth + 2,
-                   "error_bound_over_B": relu_error_bound(1.0, comp), "comparisons": len(relus),
+                   "depth": comp.depth, "levels_per_relu": comp.depth + 2, "relu_domain": domain,
+                   "error_bound_over_B": relu_error_bound(1.0, comp, domain=domain), "comparisons": len(relus),
                    "bound_min": min(bounds), "bound_max": max(bounds),
-                   "max_error_bound": max(relu_error_bound(b, comp) for b in bounds)}
+                   "max_error_bound": max(relu_error_bound(b, comp, domain=domain) for b in bounds)}
     out["plan"] = {"slots": plan.slots, "input_level": plan.input_level, "bootstrap_level": plan.bootstrap_level,
                    "poly_level": plan.poly_level, "steps": len(plan.steps),
                    "bootstraps": plan.bootstraps, "bootstrapped_ciphertexts": plan.bootstrapped_ciphertexts,
@@ -201,7 +213,9 @@ def bench(*, preset: str = "boot_16", simulate: int = IMAGES, calibration: int =
         f"{network_key_bytes / 2**30:.2f} GiB; the bootstrap's own keys (counted only when compiled against a "
         f"Context) are full-level keys of {out['plan']['full_key_bytes'] / 2**20:.0f} MiB each"
         + (" (compact: the uniform halves generated in each key switch)" if compact else ""))
-    say(f"ReLU: x (1 + p(x / B)) / 2, sign composite of degrees {comp.degrees} at eps 2^{math.log2(comp.eps):.0f}: "
+    scaled = "B" if domain == 1 else f"{domain:g} B"
+    say(f"ReLU: x (1 + p(x / {scaled})) / 2, sign composite of degrees {comp.degrees} at eps "
+        f"2^{math.log2(comp.eps):.0f}: "
         f"sign error 2^{math.log2(comp.error):.1f}, depth {comp.depth} (+2: a ReLU takes "
         f"{comp.depth + 2} levels); error bound {out['relu']['error_bound_over_B']:.2e} x B; "
         f"{len(relus)} comparisons (ReLUs and max-pool steps) with B in {min(bounds):.3g}..{max(bounds):.3g}, "
@@ -291,6 +305,9 @@ def add_arguments(p) -> None:
     p.add_argument("--relu-degrees", default=",".join(str(d) for d in DEFAULT_RELU_DEGREES),
                    help="odd degrees of the sign composite's stages")
     p.add_argument("--relu-eps", type=float, default=DEFAULT_RELU_EPS, help="the sign composite's gap")
+    p.add_argument("--relu-domain", type=float, default=None,
+                   help="hemx.nn's composite for ReLUs valid to this factor above their bound "
+                        "(compile(relu_domain=); the library's default is 4) instead of --relu-degrees / --relu-eps")
     p.add_argument("--batch", type=int, default=IMAGES,
                    help="simulator batch size (each batch rebuilds the layers' diagonals)")
     p.add_argument("--encrypted", type=int, default=0, help=f"also encrypt the first K images, 0..{IMAGES} (keys, "
@@ -309,7 +326,8 @@ def run_cli(args) -> int:
     console = Console()
     result = bench(preset=args.preset, simulate=args.simulate, calibration=args.calibration, margin=args.margin,
                    relu_degrees=_degrees(args.relu_degrees), relu_eps=args.relu_eps, batch=args.batch,
-                   encrypted=args.encrypted, allow_insecure=args.allow_insecure, console=console)
+                   encrypted=args.encrypted, relu_domain=args.relu_domain, allow_insecure=args.allow_insecure,
+                   console=console)
     if args.layers:
         for row in result["plan"]["layers"]:
             console.print(f"  {row['node']:<24} levels {row['level_in']}->{row['level_out']}, "

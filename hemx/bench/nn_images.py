@@ -18,9 +18,11 @@ def encrypted_images(net, ctx, graph, x: np.ndarray, y: np.ndarray, *, say=None)
 
     Returns ``{keygen_s, key_gib, images_in_flight, images: [{seconds, label, pred, plain_pred, err_over_range,
     seconds_by_kind}], runs: [seconds], median_s, amortized_s, images_per_hour, predictions_equal, equal_count,
-    max_err_over_range}``: ``median_s`` is the median latency of one run (of ``k`` images), ``amortized_s`` that
+    max_err_over_range, cpu}``: ``cpu`` is the process's user and system CPU seconds and page faults per run
+    (:meth:`hemx.bench.timing.CpuUsage.per_call`, over all runs, keys excluded); ``median_s`` is the median latency of one run (of ``k`` images), ``amortized_s`` that
     divided by ``k``, and an image's ``seconds`` / ``seconds_by_kind`` its run's, shared by the ``k`` images of it;
     ``say(msg)`` reports progress."""
+    from hemx.bench.timing import cpu_usage
     from hemx.nn import reference
     from hemx.nn.infer import infer, make_keys
 
@@ -45,7 +47,12 @@ def encrypted_images(net, ctx, graph, x: np.ndarray, y: np.ndarray, *, say=None)
                 f"{record['plain_pred']}, label {record['label']}), logit error {record['err_over_range']:.2e} of "
                 "the logit range")
 
+    before = cpu_usage()
     result = infer(net, ctx, x, keys=keys, batch=flight, on_batch=run_done)
+    cpu = (cpu_usage() - before).per_call(len(out["runs"]))
+    out["cpu"] = cpu
+    say(f"CPU per run: {cpu['user_s']:.1f} s user, {cpu['system_s']:.1f} s system ({100 * cpu['system_share']:.0f} % "
+        f"in the kernel), {cpu['page_faults']:,.0f} page faults")
     for run, kinds in enumerate(result.seconds_by_kind):
         for record in out["images"][run * flight:(run + 1) * flight]:
             record["seconds_by_kind"] = kinds

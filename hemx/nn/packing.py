@@ -299,6 +299,12 @@ class DiagonalMap:
         self.plaintext_mults = sum(len(v) for v in self.structure.values())
         self.schedule = self._schedule()
 
+    def baby_rotations(self) -> frozenset:
+        """``{(ji, s)}``: the baby rotations :meth:`apply` makes of its input ciphertexts (``s`` non-zero). A run
+        makes each of a value's rotations once for all the maps that read it (:class:`hemx.nn.run.SharedRotations`;
+        the plan counts them once, :func:`hemx.nn.passes.plan.share_rotations`)."""
+        return frozenset((ji, s) for ji, steps in self.babies.items() for s in steps if s)
+
     def _schedule(self) -> tuple:
         """The order :meth:`apply` evaluates in: per output ciphertext, its giant steps ``(g, terms)``, each term one
         ``dot_plain`` of an input ciphertext's baby stack with this giant's diagonals (:class:`_Term`), numbered in

@@ -13,6 +13,7 @@ repeated ``B`` times); inputs are packed with :func:`~hemx.nn.packing.interleave
 
 from __future__ import annotations
 
+import collections
 import math
 import warnings
 
@@ -245,16 +246,25 @@ class CompiledNetwork:
         # calibrated ones and would refuse valid layers, so values run without a propagated bound
         values: dict[str, list] = {"input": [_unbounded(ev.take(encrypted_input, j)) for j in range(n_in)]}
         last_use = {v: i for i, step in enumerate(self.plan.steps) for v in step.inputs}
+        # a value read by several linear maps has each baby rotation made once (the plan counts them so:
+        # hemx.nn.passes.plan.share_rotations); kept while the value lives
+        map_readers = collections.Counter(step.inputs[0] for step in self.plan.steps if _maps_rotations(step))
+        rotated: dict[str, dict] = {}
         for i, step in enumerate(self.plan.steps):
             data = None if diagonals is None else diagonals.get(step.output)
             if plaintexts is not None and step.op.has_data:
                 data = {"plaintexts": plaintexts.setdefault(step.output, {})}
-            values[step.output] = step.op.apply(ev, step, [values[v] for v in step.inputs], data)
+            step_ev = ev
+            if _maps_rotations(step) and map_readers[step.inputs[0]] > 1:
+                v = step.inputs[0]
+                step_ev = SharedRotations(ev, values[v], rotated.setdefault(v, {}))
+            values[step.output] = step.op.apply(step_ev, step, [values[v] for v in step.inputs], data)
             if release_diagonals:
                 step.op.release()
             for v in set(step.inputs):  # free what no later step reads
                 if last_use[v] == i and v != self._output_value:
                     del values[v]
+                    rotated.pop(v, None)
             if progress is not None:
                 progress(i + 1, len(self.plan.steps), step)
         outs = values[self._output_value]
@@ -277,6 +287,39 @@ class CompiledNetwork:
                 if getattr(given[key], "dtype", None) != np.float64:
                     raise ParameterError(f"diagonals[{name!r}][{key!r}] must be float64 (the slot values), got "
                                          f"{getattr(given[key], 'dtype', type(given[key]).__name__)}")
+
+
+def _maps_rotations(step) -> bool:
+    """Whether the step is a linear map that rotates its input (hemx.nn.steps.Linear, read by duck type: that
+    module imports this one)."""
+    babies = getattr(step.op, "baby_rotations", None)
+    return babies is not None and bool(babies())
+
+
+class SharedRotations:
+    """An evaluator whose :meth:`rotate_stack` of one of a value's ciphertexts (``cts``, the value's list) makes only
+    the rotations not made before and keeps every one in ``made`` (``{(ciphertext index, step): ciphertext}``), so
+    the linear maps that read one value share its baby rotations. A rotation is the same bit for bit whichever
+    hoisted group made it (one decomposition of the input, then per step its key product), so a run gives the
+    same result as without sharing. Everything else is ``inner``'s."""
+
+    def __init__(self, inner, cts: list, made: dict):
+        self.inner, self.cts, self.made = inner, cts, made
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # (not yet set)
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def rotate_stack(self, x, steps):
+        j = next((k for k, c in enumerate(self.cts) if c is x), None)
+        if j is None:  # not one of the value's own ciphertexts (e.g. a copy at a lower level): nothing to share
+            return self.inner.rotate_stack(x, steps)
+        steps = [int(s) for s in steps]
+        missing = [s for s in dict.fromkeys(steps) if (j, s) not in self.made]
+        if missing:
+            self.made.update(zip(((j, s) for s in missing), self.inner.rotate_many(x, missing)))
+        return self.inner.stack([self.made[(j, s)] for s in steps])
 
 
 class InterleavedEvaluator:

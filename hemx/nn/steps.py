@@ -120,6 +120,12 @@ class Linear(Op):
         if hasattr(self.map, "release"):
             self.map.release()
 
+    def baby_rotations(self) -> frozenset:
+        """``{(ji, s)}``: the baby rotations of its input this step makes (a global average pool: none; its
+        rotations are of its own partial sums)."""
+        own = getattr(self.map, "baby_rotations", None)
+        return own() if own is not None else frozenset()
+
     def apply(self, ev, step, ins, data=None):
         return self.map.apply(ev, ins[0], data)
 

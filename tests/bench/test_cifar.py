@@ -64,10 +64,31 @@ def test_plan_and_two_images_simulated(cifar10_files, tmp_path):
     {"batch": 0}, {"batch": True}, {"margin": 0.5}, {"margin": float("nan")}, {"margin": "2"},
     {"relu_degrees": (8, 15)}, {"relu_degrees": "7,15"}, {"relu_degrees": ()}, {"relu_degrees": (7.0, 15)},
     {"relu_eps": 0.7}, {"relu_eps": "0.001"}, {"preset": "no_such_preset"}, {"preset": "boot_12"},
+    {"relu_domain": 0.5}, {"relu_domain": float("inf")}, {"relu_domain": 64.0}, {"relu_domain": True},
 ])
 def test_bad_arguments_raise_parameter_error(kwargs):
     with pytest.raises(ParameterError):
         cifar.bench(**kwargs)
+
+
+def test_relu_domain_uses_the_library_composite_and_costs_levels(cifar10_files):
+    """--relu-domain F: hemx.nn's composite for ReLUs valid to F x their bound (compile(relu_domain=F)); the plan
+    reports the calibrated bounds B (not F B), the error within them, and F = 4 costs 2 levels per ReLU and more
+    bootstraps than F = 1 on the same calibration (28 against 25 placements, docs/results/heldout-cpu.md)."""
+    from hemx.nn.activations import domain_composite, relu_error_bound
+
+    wide, narrow = (cifar.bench(simulate=0, calibration=10, relu_domain=f) for f in (4.0, 1.0))
+    for out, f in ((wide, 4.0), (narrow, 1.0)):
+        relu = out["relu"]
+        assert relu["relu_domain"] == f and relu["degrees"] == list(domain_composite(f).degrees)
+        assert out["plan"]["totals"][5].startswith(f"ReLU / max valid to {f:g} x bound")
+        assert relu["max_error_bound"] == pytest.approx(relu_error_bound(relu["bound_max"], domain_composite(f),
+                                                                         domain=f))
+    # the same calibration, so the same bounds B whatever the domain
+    assert wide["relu"]["bound_max"] == pytest.approx(narrow["relu"]["bound_max"])
+    assert wide["relu"]["levels_per_relu"] == narrow["relu"]["levels_per_relu"] + 2
+    assert wide["plan"]["bootstraps"] > narrow["plan"]["bootstraps"]
+    assert wide["plan"]["bootstrapped_ciphertexts"] > narrow["plan"]["bootstrapped_ciphertexts"]
 
 
 def test_cli_degrees_are_parsed_or_refused():

@@ -23,7 +23,11 @@ def test_encrypted_images_report():
     said = []
     out = encrypted_images(net, ctx, g, x, np.array([1, 2]), say=said.append)
     assert out["keygen_s"] > 0 and out["key_gib"] > 0 and out["key_storage"] == ctx.key_storage
-    assert [r["label"] for r in out["images"]] == [1, 2] and len(said) == 3  # keys, then one line per image
+    # keys, one line per image, then the CPU time per run
+    assert [r["label"] for r in out["images"]] == [1, 2] and len(said) == 4 and said[-1].startswith("CPU per run")
+    cpu = out["cpu"]
+    assert set(cpu) == {"user_s", "system_s", "system_share", "page_faults"}
+    assert cpu["user_s"] > 0 and cpu["system_s"] >= 0 and 0 <= cpu["system_share"] < 1 and cpu["page_faults"] >= 0
     want = G.reference(g, x)
     for r, w in zip(out["images"], want):
         assert r["plain_pred"] == int(w.argmax()) and r["seconds"] > 0
@@ -47,7 +51,7 @@ def test_encrypted_images_in_flight():
     ctx, _ = context_and_keys(11, 6, rotations=net.rotations)
     said = []
     out = encrypted_images(net, ctx, g, x, np.array([1, 2, 3, 4]), say=said.append)
-    assert out["images_in_flight"] == 2 and len(out["runs"]) == 2 and len(said) == 5
+    assert out["images_in_flight"] == 2 and len(out["runs"]) == 2 and len(said) == 6
     assert [r["label"] for r in out["images"]] == [1, 2, 3, 4]
     want = G.reference(g, x)
     for i, (r, w) in enumerate(zip(out["images"], want)):

@@ -21,7 +21,7 @@ from hemx.ckks.keygen import key_bytes as switch_key_bytes
 from hemx.nn import activations as acts
 from hemx.nn.graph import Activation, MaxPool2D
 from hemx.nn.passes.ir import Compilation
-from hemx.nn.steps import Bootstrap, Step
+from hemx.nn.steps import Bootstrap, Linear, Step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,9 +215,28 @@ def relu_extra_levels(c: Compilation) -> int:
     return c.composite.depth - acts.domain_composite(1.0).depth
 
 
+def share_rotations(steps) -> tuple:
+    """``steps`` with each linear step's ``key_switches`` less the baby rotations of its input that an earlier step
+    of the run already made: a value read by several linear maps (an LSTM's input by every gate of every time step,
+    its hidden state by the four gates, a residual block's input by the convolution and the shortcut) has each
+    rotation made once while the value lives (the runtime keeps them, :class:`hemx.nn.run.SharedRotations`)."""
+    made: set = set()
+    out = []
+    for s in steps:
+        if isinstance(s.op, Linear):
+            babies = {(s.inputs[0], ji, r) for ji, r in s.op.baby_rotations()}
+            reused = len(babies & made)
+            made |= babies
+            if reused:
+                s = dataclasses.replace(s, key_switches=s.key_switches - reused,
+                                        note=f"{s.note}; {reused} rotations of its input shared".lstrip("; "))
+        out.append(s)
+    return tuple(out)
+
+
 def plan(c: Compilation) -> Compilation:
-    """``c.plan``: the :class:`Plan` of ``c.steps``."""
-    steps, slots, level0, boot_level = c.steps, c.target.slots, c.input_level, c.boot_level
+    """``c.plan``: the :class:`Plan` of ``c.steps`` (their rotation counts after :func:`share_rotations`)."""
+    steps, slots, level0, boot_level = share_rotations(c.steps), c.target.slots, c.input_level, c.boot_level
     params, ctx, poly_cap = c.target.params, c.target.ctx, c.poly_cap
     images = c.target.images  # interleaved images: a rotation by r per image is one by r * images
     rotation_levels: dict[int, int] = {}
@@ -257,4 +276,4 @@ def plan(c: Compilation) -> Compilation:
         bound_choices={c.bounds_mode: len(boots)}))
 
 
-__all__ = ["plan", "Plan", "activation_rows", "relu_extra_levels"]
+__all__ = ["plan", "Plan", "activation_rows", "relu_extra_levels", "share_rotations"]
