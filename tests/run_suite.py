@@ -55,7 +55,7 @@ NN_FRONT_ENDS = ("test_lstm.py", "test_onnx.py", "test_keras.py", "test_trace.py
 NN_REST = ("test_activations.py", "test_compile.py", "test_data.py", "test_infer.py",
            "test_interleaved_batch.py", "test_models.py", "test_multiply.py", "test_network_export.py",
            "test_packing.py", "test_passes.py", "test_resnet20_export.py", "test_sound_bounds.py",
-           "test_relu_domain.py", "test_accuracy_warning.py")
+           "test_relu_domain.py", "test_accuracy_warning.py", "test_shared_rotations.py")
 
 
 class Group(NamedTuple):

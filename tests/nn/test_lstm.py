@@ -209,8 +209,9 @@ def test_lstm_on_the_simulator_with_bootstraps_between_steps():
     steps = net.plan.steps
     assert net.plan.bootstraps >= 3 and steps[-1].output == "lstm0"
     assert sum(s.kind == "poly" for s in steps) == 4 + 3 * 5  # t = 0: i, g, o, tanh(c); then f too
-    # the hidden state is refreshed between time steps (t1 -> t2, t2 -> t3: h of t0 still has 7 levels)
-    between = [s.output for s in steps if s.kind == "bootstrap" and "/h@bt" in s.output]
+    # the hidden state is refreshed between time steps (t1 -> t2, t2 -> t3: h of t0 still has 7 levels), as h or
+    # as h || h (the copy next to it that the recurrent maps read, built at the start of the next step)
+    between = [s.output for s in steps if s.kind == "bootstrap" and ("/h@bt" in s.output or "/hh@bt" in s.output)]
     assert len(between) >= 2, between
     out = net.decrypt_output(sim, None, net.run(sim, None, net.encrypt_input(sim, None, xf)))
     want = np.asarray(fn(jnp.asarray(x)))
@@ -351,3 +352,38 @@ def test_encrypted_lstm_with_bootstraps_boot12_relu():
           f"{err:.3g}")
     assert err < 1e-3  # CKKS and bootstrap noise (measured 2.0e-8)
     assert np.max(np.abs(got - G.reference(g, x))) < 1e-3  # degree-15 fits
+
+
+def test_doubled_weight_reads_h_twice_over():
+    """doubled_weight(m) on h || h gives m @ h, with H diagonals (k + H - j or k - j in [0, H)) instead of 2H - 1."""
+    from hemx.nn.layers.lstm import doubled_weight
+
+    rng = np.random.default_rng(40)
+    hid = 6
+    m = rng.normal(size=(hid, hid))
+    h = rng.normal(size=hid)
+    w = doubled_weight(m)
+    assert w.shape == (hid, 2 * hid) and np.allclose(w @ np.concatenate([h, h]), m @ h, rtol=0, atol=1e-12)
+    rows, cols = np.nonzero(w)
+    assert set((cols - rows).tolist()) == set(range(hid)) and len(rows) == hid * hid  # every weight once
+
+
+def test_recurrent_maps_read_the_doubled_hidden_state():
+    """From the second step on, one rotation and one sum per step build h || h, and each gate's recurrent map reads
+    it with H plaintext products (a dense w_h); the simulated result stays within the fits' error."""
+    rng = np.random.default_rng(41)
+    w_x, w_h, b = _weights(rng, 4, 8)
+    g = _graph(w_x, w_h, b, steps=3)
+    x = rng.normal(size=(2, 12))
+    sim = SlotSimulator(small_params(10, 20), slots=256)
+    net = compile(g, sim, calibration=x, bootstrap=True, bootstrap_level=12)
+    steps = net.plan.steps
+    for t in (1, 2):
+        moved = [s for s in steps if s.output == f"lstm/t{t}/h_moved"]
+        assert len(moved) == 1 and moved[0].kind == "rotate" and moved[0].key_switches == 1
+        maps = [s for s in steps if s.kind == "linear" and s.output in {f"lstm/t{t}/h{k}" for k in "ifgo"}]
+        assert len(maps) == 4 and all(s.plaintext_mults == 8 for s in maps)  # H = 8, not 2H - 1 = 15
+        assert {s.inputs[0].split("@")[0] for s in maps} == {f"lstm/t{t}/hh"}
+    assert not any(s.output == "lstm/t0/h_moved" for s in steps)  # no h before the first step
+    out = net.decrypt_output(sim, None, net.run(sim, None, net.encrypt_input(sim, None, x)))
+    assert np.max(np.abs(out - G.reference(g, x))) < 1e-2

@@ -13,10 +13,11 @@ the IR's tensors are ``(F,)`` vectors or ``(C, H, W)`` images, so ``(B, T, D)`` 
 
 Lowered, every time step is, per gate, one packed dense map of the whole input vector whose weight is zero outside
 ``x_t``'s ``D`` features (this selects ``x_t``: no slicing op, and the map holds only ``x_t``'s diagonals) plus,
-after the first step, one dense map of ``h`` and their sum; the gates' sigmoid / tanh are one Chebyshev
-interpolant each (:func:`hemx.nn.activations.smooth_fit`, of ``degree``) on the gate's range; the products are
-ciphertext products (the :class:`~hemx.nn.layers.multiply.Multiply` op). All the ``H``-vectors share one layout
-(``f -> f``), so the products need no rotation. The levels and bootstraps passes place levels and bootstraps
+after the first step, one dense map of ``h || h`` (:func:`doubled_hidden`: ``H`` diagonals instead of ``2H - 1``)
+and their sum; the gates' sigmoid / tanh are one Chebyshev interpolant each (:func:`hemx.nn.activations.smooth_fit`,
+of ``degree``) on the gate's range; the products are ciphertext products (the
+:class:`~hemx.nn.layers.multiply.Multiply` op). All the ``H``-vectors share one layout (``f -> f``), so the
+products need no rotation. The levels and bootstraps passes place levels and bootstraps
 between and inside the time steps like any other steps.
 
 The ranges the polynomials are fitted on: when the LSTM reads the network input and calibration data is given,
@@ -163,6 +164,37 @@ def _sum(p, node, a: str, b: str, out: str, bound: float) -> None:
                ciphertexts=lay.num_cts, note="a + b"), bound)
 
 
+def doubled_hidden(p, node, h: str, pre: str) -> str | None:
+    """``h || h``: the hidden state next to a copy of itself (one rotation and one sum), so that each recurrent map
+    ``w_h`` needs ``H`` diagonals instead of ``2H - 1``: an ``H``-vector in a ring of more slots has no wrap-around,
+    and with the copy every output ``j`` reads input ``k >= j`` at ``k`` and ``k < j`` at ``k + H``. The four gates
+    share it (and its rotations: :func:`hemx.nn.passes.plan.share_rotations`). None where ``h`` is not one clean
+    ciphertext holding ``h[k]`` at slot ``k`` with room for the copy: the maps then read ``h`` itself."""
+    hid, lay = node.layer.hidden, p.layouts[h]
+    if lay.num_cts != 1 or not lay.clean or 2 * hid > lay.slots or not np.array_equal(
+            lay.positions.reshape(-1), np.arange(hid)):
+        return None
+    bound = p.value_bound.get(h)
+    k = lay.slots - hid  # a rotation by -H: h[k] to slot H + k
+    shifted = packing.Layout((hid,), lay.slots, np.arange(hid, 2 * hid, dtype=np.int64), 1)
+    p.add(Step(ops.Rotate(k), node.name, (h,), f"{pre}/h_moved", shifted, rotations=(k,), key_switches=1,
+               ciphertexts=1, note=f"h to slots {hid}..{2 * hid - 1}"), bound)
+    p.add(Step(ops.Add(), node.name, (h, f"{pre}/h_moved"), f"{pre}/hh", packing.vector_layout(2 * hid, lay.slots),
+               ciphertexts=1, note="h || h"), bound)
+    return f"{pre}/hh"
+
+
+def doubled_weight(m: np.ndarray) -> np.ndarray:
+    """``(H, H)`` map ``y = m @ h`` -> the ``(H, 2H)`` map of ``h || h`` (:func:`doubled_hidden`) with the same
+    output: ``m[j, k]`` at column ``k`` for ``k >= j`` and at column ``k + H`` for ``k < j``."""
+    hid = m.shape[0]
+    upper = np.triu(np.ones((hid, hid), dtype=bool))
+    out = np.zeros((hid, 2 * hid))
+    out[:, :hid] = np.where(upper, m, 0.0)
+    out[:, hid:] = np.where(upper, 0.0, m)
+    return out
+
+
 def lower(p, node, ins, lay) -> None:
     """Per time step: the gates (dense maps of ``x_t`` and ``h``, their sum, the polynomial), ``c = f c + i g``,
     ``h = o tanh(c)``; the last ``h`` is the node's value."""
@@ -176,6 +208,7 @@ def lower(p, node, ins, lay) -> None:
     for t in range(t_len):
         pre = f"{name}/t{t}"
         act = {}
+        hh = None if h is None or not np.any(layer.w_h) else doubled_hidden(p, node, h, pre)
         for k in GATES:
             if k == "f" and c is None:  # c_0 = 0: the first step has no f * c
                 continue
@@ -187,8 +220,10 @@ def lower(p, node, ins, lay) -> None:
             linear_step(p, node, (ins[0],), packing.dense_map(lay, select, bias, out_stride=1, bsgs_ratio=ratio),
                         out=f"{pre}/x{k}" if recurrent else z, bound=gate_bound[k])
             if recurrent:
-                linear_step(p, node, (h,), packing.dense_map(p.layouts[h], w_h.T, None, out_stride=1,
-                                                             bsgs_ratio=ratio), out=f"{pre}/h{k}", bound=gate_bound[k])
+                source, weight = (h, w_h.T) if hh is None else (hh, doubled_weight(w_h.T))
+                linear_step(p, node, (source,), packing.dense_map(p.layouts[source], weight, None, out_stride=1,
+                                                                  bsgs_ratio=ratio),
+                            out=f"{pre}/h{k}", bound=gate_bound[k])
                 _sum(p, node, f"{pre}/x{k}", f"{pre}/h{k}", z, gate_bound[k])
             act[k] = f"{pre}/{k}"
             # f and g are the first operands of the products f * c and g * i (their groups)
