@@ -17,8 +17,8 @@ after the first step, one dense map of ``h || h`` (:func:`doubled_hidden`: ``H``
 and their sum; the gates' sigmoid / tanh are one Chebyshev interpolant each (:func:`hemx.nn.activations.smooth_fit`,
 of ``degree``) on the gate's range; the products are ciphertext products (the
 :class:`~hemx.nn.layers.multiply.Multiply` op). All the ``H``-vectors share one layout (``f -> f``), so the
-products need no rotation. The levels and bootstraps passes place levels and bootstraps
-between and inside the time steps like any other steps.
+products need no rotation. The levels and bootstraps passes place levels and bootstraps between and inside the
+time steps like any other steps.
 
 The ranges the polynomials are fitted on: when the LSTM reads the network input and calibration data is given,
 every gate's and the cell's ``max |x|`` over the calibration batch and all time steps, times the margin; else the
