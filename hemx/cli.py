@@ -267,7 +267,7 @@ def _cmd_bench_bootstrap(args) -> int:
                                  iterations=args.iterations, threads=args.threads, slots=tuple(slots) or (None,),
                                  console=console, profile=args.profile, lattigo_params=args.lattigo_params,
                                  key_storage=tuple(k.strip() for k in args.key_storage.split(",") if k.strip()),
-                                 batch=args.batch, chunk=args.chunk)
+                                 batch=args.batch, chunk=args.chunk, execution=args.execution)
     bb.print_report(results, console)
     if args.profile:
         from hemx.bench.bootstrap_profile import print_profile
@@ -501,6 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "ciphertext amortized, and the gain")
     bt.add_argument("--chunk", type=int, default=None, help="hemx: bootstrap the batch this many ciphertexts per "
                     "pass (the circuit's intermediates grow with it: a pass of 4 peaked at 11.5 GiB at boot_16)")
+    bt.add_argument("--execution", default="both", choices=("both", "compiled", "eager"),
+                    help="hemx: the circuit as one compiled program (the default once a bootstrap repeats), eagerly, or "
+                    "both timed alternately in one process (default: the compiled time is the row's, eager beside)")
     bt.set_defaults(func=_cmd_bench_bootstrap)
 
     sc = bsub.add_parser("scaling", help="collective bytes (and time) per op on 1-8 simulated devices, model beside")

@@ -169,6 +169,14 @@ class UnsupportedOperationError(HemxError, TypeError):
 __all__.append("UnsupportedOperationError")
 
 
+class PerformanceWarning(UserWarning):
+    """A faster path could not be taken and hemx ran a slower one with the same result: e.g. a bootstrap whose
+    compiled program would not fit the memory available runs eagerly (``Bootstrapper.compiled``)."""
+
+
+__all__.append("PerformanceWarning")
+
+
 class AccuracyWarning(UserWarning):
     """Issued instead of a :class:`ParameterError` when an approximation cannot reach the accuracy it was asked for
     and the caller allowed it (``hemx.nn.sign_composite(..., on_accuracy="warn")``)."""

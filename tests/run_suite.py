@@ -79,8 +79,9 @@ GROUPS = (
     Group(("tests/bench",), 8.0),  # test_bench_bootstrap.py: boot_12 workers, --profile ~35 s; test_gpu_check.py ~45 s
     Group(("tests/circuits/test_bootstrap.py", "tests/circuits/test_bootstrap_scales.py",
            "tests/circuits/test_bootstrap_sparse.py", "tests/circuits/test_lintrans_hoisting.py",
-           "tests/circuits/test_bootstrap_parameters.py", "tests/circuits/test_bootstrap_placement.py"),
-          8.2),
+           "tests/circuits/test_bootstrap_parameters.py", "tests/circuits/test_bootstrap_placement.py",
+           "tests/circuits/test_bootstrap_compiled.py"),
+          9.5),  # test_bootstrap_compiled.py: three boot_12 circuit programs compiled, ~1.5 min
     Group(("tests/circuits/test_jit.py", "tests/circuits/test_lintrans.py", "tests/circuits/test_polynomial.py",
            "tests/circuits/test_simulator_exact.py", "tests/circuits/test_array.py", "tests/circuits/test_program.py",
            "tests/circuits/test_dot_plain_evaluators.py", "tests/circuits/test_array_front.py"),

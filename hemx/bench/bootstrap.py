@@ -39,11 +39,18 @@ LATTIGO_PARAMS = ("N16QP1546H192H32", "N16QP1767H32768H32")
 
 
 KEY_STORAGE = ("auto", "compact", "full")
+#: hemx's bootstrap circuit timed as one compiled program, eagerly, or both (compiled the headline, eager beside)
+EXECUTION = ("both", "compiled", "eager")
 
 
 def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: int | None = None,
-                 key_storage: str = "auto", batch: int = 1, chunk: int | None = None) -> dict:
-    """One process's bootstraps. ``batch > 1``: ``batch`` ciphertexts bootstrapped in one call (one batch axis:
+                 key_storage: str = "auto", batch: int = 1, chunk: int | None = None,
+                 execution: str = "both") -> dict:
+    """One process's bootstraps. ``execution``: the circuit as one compiled program (``Bootstrapper.compiled =
+    "always"``; ``first_s`` then includes its tracing and compilation, ``compile_s`` is that alone), eagerly, or
+    ``"both"``: ``median_s`` the compiled program's, ``eager_median_s`` the eager circuit's timed alternately with it
+    in the same process (after its own warm-up), ``compiled_speedup`` their ratio and ``compiled_bit_exact``
+    whether the two results are equal bit for bit. ``batch > 1``: ``batch`` ciphertexts bootstrapped in one call (one batch axis:
     every key read once per call) alternated with one of them alone, both after a warm-up; ``median_s`` is the
     batch's latency, ``amortized_s`` that divided by ``batch``, ``single_s`` the one-at-a-time latency of the same
     run, and the precision is over every slot of the batch; ``first_s`` is the first call's (compilation
@@ -74,7 +81,8 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
     one = ct.replace(data=ct.data[0]) if batch > 1 else None
     evk = keys.evaluation_keys()
 
-    def timed(c):
+    def timed(c, mode: str = "never" if execution == "eager" else "always"):
+        bt.compiled = mode
         start = time.perf_counter()
         result = jax.block_until_ready(bt.bootstrap(c, evk, iterations=iterations, chunk=chunk))
         return result, time.perf_counter() - start
@@ -83,17 +91,29 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
     # batch runs
     even = chunk is not None and batch > chunk and batch % chunk == 0
     out, first_s = timed(ct.replace(data=ct.data[:chunk]) if even else ct)
+    compile_s = bt.stats.compile_s
     if one is not None:
         timed(one)  # its warm-up (compilation for the batch-free shapes)
-    times, single = [], []
+    both = execution == "both"
+    if both:
+        timed(ct, "never")  # the eager circuit's warm-up (its operations' own XLA programs)
+    times, single, eager = [], [], []
     usage = CpuUsage(0.0, 0.0, 0, 0)  # the timed batch calls': user / system seconds, page faults
-    for _ in range(repeats):  # alternated: the batch and one ciphertext alone see the same machine
+    for _ in range(repeats):  # alternated: the batch, one ciphertext alone and the eager circuit see one machine
         before = cpu_usage()
         out, t = timed(ct)
         usage = usage + (cpu_usage() - before)
         times.append(t)
         if one is not None:
             single.append(timed(one)[1])
+        if both:
+            eager_out, t = timed(ct, "never")
+            eager.append(t)
+    executed = {"execution": execution, "compile_s": compile_s if execution != "eager" else None}
+    if both:
+        executed.update(eager_median_s=statistics.median(eager),
+                        compiled_speedup=statistics.median(eager) / statistics.median(times),
+                        compiled_bit_exact=bool(np.array_equal(np.asarray(out.data), np.asarray(eager_out.data))))
     prec = precision_stats(x, ctx.decrypt(out, keys))
     batched = {}
     if one is not None:
@@ -107,7 +127,7 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
             "max_level": params.max_level, "bootstrap": repr(bt), "message_ratio": bt.message_ratio,
             "evalmod_scale_bits": float(np.log2(bt.evalmod_scale)), "key_storage": ctx.key_storage,
             "transform_bytes": sum(lt.nbytes for lt in bt.cts + bt.stc), "peak_rss_gib": peak_rss_gib(),
-            "batch": batch, "chunk": chunk, **batched, "cpu": usage.per_call(repeats)}
+            "batch": batch, "chunk": chunk, **batched, **executed, "cpu": usage.per_call(repeats)}
 
 
 def desilo_key_kind() -> str:
@@ -218,20 +238,21 @@ def _lattigo_worker(repeats: int, threads: int, params: str, timeout_s: float = 
 def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: int, seed: int = 1,
              slots: int | None = None, timeout_s: float = 3600.0, profile: bool = False,
              lattigo_params: str = LATTIGO_PARAMS[0], key_storage: str = "auto", batch: int = 1,
-             chunk: int | None = None) -> dict:
+             chunk: int | None = None, execution: str = "both") -> dict:
     """One side in a fresh process limited to ``threads`` CPUs; its JSON result (or ``{"error": ...}``).
 
     ``slots``: hemx's slot count (None: full ``N/2``). ``profile`` (hemx only): the stage / kernel-kind profile of
     :mod:`hemx.bench.bootstrap_profile` instead of the plain timing. ``key_storage`` (hemx only): how the worker's
     context holds switching keys (``Context(key_storage=...)``: "auto", "compact" or "full"). ``batch`` (hemx
-    only): ciphertexts per bootstrap call, timed beside one alone (:func:`_hemx_worker`)."""
+    only): ciphertexts per bootstrap call, timed beside one alone; ``execution`` (hemx only): compiled, eager or both
+    (:func:`_hemx_worker`)."""
     cmd = [sys.executable, "-m", "hemx.bench.bootstrap", "--worker", side, "--preset", preset,
            "--repeats", str(repeats), "--iterations", str(iterations), "--threads", str(threads),
            "--seed", str(seed)]
     if slots is not None:
         cmd += ["--slots", str(int(slots))]
     if side == "hemx" and not profile:
-        cmd += ["--key-storage", key_storage, "--batch", str(int(batch))]
+        cmd += ["--key-storage", key_storage, "--batch", str(int(batch)), "--execution", execution]
         if chunk is not None:
             cmd += ["--chunk", str(int(chunk))]
     env = dict(os.environ)
@@ -262,7 +283,7 @@ def run_side(side: str, *, preset: str, repeats: int, iterations: int, threads: 
 def bench_bootstrap(*, preset: str = "boot_16", sides=("hemx", "desilofhe"), repeats: int = 3, iterations: int = 1,
                     threads: int = 2, slots=(None,), console=None, profile: bool = False,
                     lattigo_params: str = LATTIGO_PARAMS[0], key_storage="auto", batch: int = 1,
-                    chunk: int | None = None) -> list[BenchResult]:
+                    chunk: int | None = None, execution: str = "both") -> list[BenchResult]:
     """Each side (hemx once per entry of ``slots``, None meaning full slots, and per key storage) in its own
     process, in turn.
 
@@ -273,6 +294,10 @@ def bench_bootstrap(*, preset: str = "boot_16", sides=("hemx", "desilofhe"), rep
     ciphertext alone in the same process: latency, amortized seconds per ciphertext and the gain over one at a
     time. Peers bootstrap one ciphertext at a time. ``chunk``: the batch that many ciphertexts per pass (memory).
 
+    ``execution``: hemx only, its circuit as one compiled program (the default way a bootstrap runs once it
+    repeats), eagerly, or ``"both"`` (default): the compiled program's latency is the row's median, the eager
+    circuit's is timed alternately with it in the same process (``eager_median_s``, ``compiled_speedup``).
+
     ``profile``: hemx only, one iteration, the per-stage / per-kernel-kind profile
     (:mod:`hemx.bench.bootstrap_profile`; :func:`hemx.bench.bootstrap_profile.print_profile` prints it)."""
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
@@ -281,6 +306,8 @@ def bench_bootstrap(*, preset: str = "boot_16", sides=("hemx", "desilofhe"), rep
         raise ParameterError(f"chunk must be a positive integer (ciphertexts per pass) or None, got {chunk!r}")
     if profile and batch > 1:
         raise ParameterError("the profile times one ciphertext's stages: run it without batch")
+    if execution not in EXECUTION:
+        raise ParameterError(f"execution must be one of {EXECUTION}, got {execution!r}")
     if profile:
         sides, iterations = ("hemx",), 1
     storages = (key_storage,) if isinstance(key_storage, str) else tuple(key_storage)
@@ -298,7 +325,8 @@ def bench_bootstrap(*, preset: str = "boot_16", sides=("hemx", "desilofhe"), rep
                           "process...[/]")
         row = run_side(side, preset=preset, repeats=repeats, iterations=iterations, threads=threads, slots=s,
                        profile=profile, lattigo_params=lattigo_params, key_storage=k,
-                       batch=batch if side == "hemx" else 1, chunk=chunk if side == "hemx" else None)
+                       batch=batch if side == "hemx" else 1, chunk=chunk if side == "hemx" else None,
+                       execution=execution)
         peer_preset = lattigo_params if side == "lattigo" else "default"
         results.append(BenchResult("bootstrap", side, {"preset": preset if side == "hemx" else peer_preset,
                                                         "threads": threads, "slots": row.get("slots", s),
@@ -356,6 +384,23 @@ def print_report(results: list[BenchResult], console) -> None:
         line = cpu_line(r.extra.get("cpu"))
         if line:
             console.print(f"{r.name}: {line}")
+        line = execution_line(r.extra)
+        if line:
+            console.print(f"{r.name}: {line}")
+
+
+def execution_line(row: dict) -> str:
+    """How hemx's circuit ran (one compiled program, eagerly, or both timed alternately), as a line."""
+    how = row.get("execution")
+    if how is None or "error" in row:
+        return ""
+    if how == "eager":
+        return "the circuit ran eagerly (--execution eager)"
+    line = f"the circuit as one compiled program (traced and compiled in {row['compile_s']:.1f} s)"
+    if how == "both":
+        line += (f"; eager in the same process {row['eager_median_s']:.2f} s: compiled {row['compiled_speedup']:.2f}x "
+                 f"faster, bit-exact {row['compiled_bit_exact']}")
+    return line
 
 
 def cpu_line(cpu: dict | None) -> str:
@@ -383,13 +428,15 @@ def _main(argv=None) -> int:
     ap.add_argument("--key-storage", choices=KEY_STORAGE, default="auto")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--chunk", type=int, default=None)
+    ap.add_argument("--execution", choices=EXECUTION, default="both")
     a = ap.parse_args(argv)
     if a.profile:
         from hemx.bench.bootstrap_profile import profile_worker
 
         row = profile_worker(a.preset, a.repeats, a.seed, a.slots)
     elif a.worker == "hemx":
-        row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots, a.key_storage, a.batch, a.chunk)
+        row = _hemx_worker(a.preset, a.repeats, a.iterations, a.seed, a.slots, a.key_storage, a.batch, a.chunk,
+                           a.execution)
     elif a.worker == "lattigo":
         row = _lattigo_worker(a.repeats, a.threads, a.lattigo_params)
     else:
@@ -403,4 +450,4 @@ if __name__ == "__main__":
 
 
 __all__ = ["bench_bootstrap", "run_side", "print_report", "plot", "desilo_key_kind", "parse_lattigo", "SIDES",
-           "LATTIGO_ENV", "LATTIGO_PARAMS"]
+           "LATTIGO_ENV", "LATTIGO_PARAMS", "EXECUTION", "execution_line"]

@@ -185,15 +185,14 @@ class StageProgram:
     """One stage as one compiled XLA program whose constants are arguments (see :func:`compile_stage`)."""
 
     def __init__(self, fn, example, ctx):
+        from hemx.circuits.lifted import lift_constants
+
         with count_ops(ctx) as counts:
-            closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(example)
+            lifted = lift_constants(fn, example)
         self.counts = dict(counts)
-        self._consts = list(closed.consts)
-        self._out_tree = jax.tree_util.tree_structure(out_shape)
-        jaxpr = closed.jaxpr
-        run = jax.jit(lambda consts, *args: jax.core.eval_jaxpr(jaxpr, consts, *args))
+        self._consts = lifted.constants
         start = time.perf_counter()
-        self._compiled = run.lower(self._consts, *jax.tree_util.tree_leaves(example)).compile()
+        self._compiled = jax.jit(lifted.fn).lower(self._consts, example).compile()
         self.compile_s = time.perf_counter() - start
         self.hlo = self._compiled.as_text()
         self.temp_bytes = int(self._compiled.memory_analysis().temp_size_in_bytes)
@@ -203,8 +202,7 @@ class StageProgram:
         return self.temp_bytes <= MEMORY_MARGIN * available_memory()
 
     def __call__(self, ct):
-        out = self._compiled(self._consts, *jax.tree_util.tree_leaves(ct))
-        return jax.tree_util.tree_unflatten(self._out_tree, out)
+        return self._compiled(self._consts, ct)
 
 
 def available_memory() -> int:
@@ -318,6 +316,16 @@ def trace_kinds(call: Callable[[], object], hlo: str) -> dict:
 
 # ------------------------------------------------------------------------------------------------ the profile
 def profile_bootstrap(ctx, bt, keys, ct, *, repeats: int = 3, whole_jit: bool = True, log=None) -> dict:
+    """:func:`_profile` with ``bt.compiled = "never"`` meanwhile: the profile compiles its own programs, and its
+    eager figures must stay eager (``"auto"`` would compile a repeated boot_16 bootstrap)."""
+    saved, bt.compiled = bt.compiled, "never"
+    try:
+        return _profile(ctx, bt, keys, ct, repeats=repeats, whole_jit=whole_jit, log=log)
+    finally:
+        bt.compiled = saved
+
+
+def _profile(ctx, bt, keys, ct, *, repeats: int, whole_jit: bool, log) -> dict:
     """Stage times (one program per stage, and eagerly), the whole bootstrap's time, operation counts per stage
     and the kernel-kind split from a trace. ``ct``: a ciphertext at level 0 with ``bt.slots`` slots.
 
@@ -442,6 +450,7 @@ def hoisting_ab(preset: str, *, repeats: int = 3, seed: int = 7, modes=("single"
         params = CKKSParameters.preset(preset, allow_insecure=True)
     ctx = Context(params)
     bt = bootstrapper_for(ctx)
+    bt.compiled = "never"  # the programs are compiled here, per mode; the eager figures stay eager
     keys = ctx.keygen(bootstrap=bt)
     evk = keys.evaluation_keys()
     x = np.random.default_rng(seed).uniform(-1, 1, ctx.slots)

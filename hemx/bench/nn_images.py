@@ -18,11 +18,16 @@ def encrypted_images(net, ctx, graph, x: np.ndarray, y: np.ndarray, *, say=None)
 
     Returns ``{keygen_s, key_gib, images_in_flight, images: [{seconds, label, pred, plain_pred, err_over_range,
     seconds_by_kind}], runs: [seconds], median_s, amortized_s, images_per_hour, predictions_equal, equal_count,
-    max_err_over_range, cpu}``: ``cpu`` is the process's user and system CPU seconds and page faults per run
+    max_err_over_range, cpu, bootstrap_execution}``: ``bootstrap_execution`` the context's bootstrapper's
+    :class:`~hemx.circuits.bootstrap.ExecutionStats` over the runs (bootstraps run compiled and eagerly,
+    compilations and their seconds); ``cpu`` is the process's user and system CPU seconds and page faults per run
     (:meth:`hemx.bench.timing.CpuUsage.per_call`, over all runs, keys excluded); ``median_s`` is the median latency of one run (of ``k`` images), ``amortized_s`` that
     divided by ``k``, and an image's ``seconds`` / ``seconds_by_kind`` its run's, shared by the ``k`` images of it;
     ``say(msg)`` reports progress."""
+    import dataclasses
+
     from hemx.bench.timing import cpu_usage
+    from hemx.circuits.bootstrap import ExecutionStats, bootstrapper_for
     from hemx.nn import reference
     from hemx.nn.infer import infer, make_keys
 
@@ -47,10 +52,19 @@ def encrypted_images(net, ctx, graph, x: np.ndarray, y: np.ndarray, *, say=None)
                 f"{record['plain_pred']}, label {record['label']}), logit error {record['err_over_range']:.2e} of "
                 "the logit range")
 
+    boot = bootstrapper_for(ctx) if net.plan.bootstraps else None
+    stats_before = dataclasses.replace(boot.stats) if boot is not None else ExecutionStats()
     before = cpu_usage()
     result = infer(net, ctx, x, keys=keys, batch=flight, on_batch=run_done)
     cpu = (cpu_usage() - before).per_call(len(out["runs"]))
     out["cpu"] = cpu
+    if boot is not None:
+        after = boot.stats
+        out["bootstrap_execution"] = {f.name: getattr(after, f.name) - getattr(stats_before, f.name)
+                                      for f in dataclasses.fields(ExecutionStats)}
+        ex = out["bootstrap_execution"]
+        say(f"bootstraps: {ex['compiled_calls']} compiled, {ex['eager_calls']} eager; {ex['compilations']} "
+            f"compilation(s), {ex['compile_s']:.1f} s")
     say(f"CPU per run: {cpu['user_s']:.1f} s user, {cpu['system_s']:.1f} s system ({100 * cpu['system_share']:.0f} % "
         f"in the kernel), {cpu['page_faults']:,.0f} page faults")
     for run, kinds in enumerate(result.seconds_by_kind):

@@ -11,7 +11,7 @@
   an inspectable :class:`Plan` and every pass's output; :mod:`hemx.nn.steps`: the steps and their ops (depth,
   rotations, ``apply``); :mod:`hemx.nn.run`: the runtime (``net.run(..., diagonals=net.diagonals())`` takes the
   linear layers' data as arguments of a traced program, and :func:`lift_constants` the context's tables too
-  (:mod:`hemx.nn.program`), for ``jax.export`` without large constants).
+  (:mod:`hemx.circuits.lifted`), for ``jax.export`` without large constants).
 * front ends: :func:`from_jax` (any JAX function, read from its jaxpr: Flax, Haiku, Equinox or plain JAX) and
   :func:`from_keras_h5` (Keras ``.h5`` weights, read with h5py); :func:`from_onnx` (ONNX graphs, opset 13 or later,
   read with the ``onnx`` package: the ``hemx[onnx]`` extra);
@@ -28,7 +28,7 @@ from hemx.nn.graph import (
 from hemx.nn.packing import Layout, image_layout, vector_layout
 from hemx.nn.activations import SignComposite, relu_approx, relu_error_bound, sign_composite
 from hemx.nn.compiler import CompiledNetwork, Plan, Step, compile  # noqa: A004 (shadows the builtin on purpose)
-from hemx.nn.program import LiftedProgram, lift_constants
+from hemx.circuits.lifted import LiftedProgram, lift_constants
 from hemx.nn.trace import from_jax
 from hemx.nn.keras import from_keras_h5
 from hemx.nn.onnx import from_onnx

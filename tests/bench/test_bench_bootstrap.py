@@ -19,7 +19,7 @@ from hemx.circuits.bootstrap import BootstrapParameters, bootstrapper_for
 
 def test_bench_bootstrap_sparse_slots_json_and_plot(tmp_path):
     """The whole command on the small boot_12 ring, 64 sparse slots (one worker process), a batch of 4 beside one
-    ciphertext alone, the batch in passes of 2."""
+    ciphertext alone, the batch in passes of 2; the circuit compiled (the row's time) and eager beside it."""
     plot = tmp_path / "boot.png"
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "hemx", "bench", "bootstrap", "--preset", "boot_12", "--sides",
@@ -41,6 +41,11 @@ def test_bench_bootstrap_sparse_slots_json_and_plot(tmp_path):
     cpu = e["cpu"]  # CPU time and page faults of one timed batch call
     assert cpu["user_s"] > 0 and cpu["system_s"] >= 0 and 0 <= cpu["system_share"] < 1 and cpu["page_faults"] >= 0
     assert "hemx: CPU per call" in proc.stdout and "% in the kernel" in proc.stdout
+    # --execution both (the default): the compiled circuit timed, the eager one alternately, the two equal
+    assert e["execution"] == "both" and e["compile_s"] > 0 and e["eager_median_s"] > 0
+    assert e["compiled_bit_exact"] is True
+    assert e["compiled_speedup"] == pytest.approx(e["eager_median_s"] / e["median_s"])
+    assert "the circuit as one compiled program" in proc.stdout and "bit-exact True" in proc.stdout
     # the key count is the sparse circuit's: its rotations and conjugation, relinearization, two encapsulation keys
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
@@ -53,6 +58,13 @@ def test_bad_slots_are_refused_with_a_clear_error():
                            "full,100"], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "powers of two" in (proc.stderr + proc.stdout)
     assert "Traceback" not in proc.stderr
+
+
+def test_bad_execution_is_refused_with_a_clear_error():
+    from hemx.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="execution must be one of"):
+        bb.bench_bootstrap(preset="boot_12", sides=("hemx",), execution="jit")
 
 
 def test_bad_batch_is_refused_with_a_clear_error():

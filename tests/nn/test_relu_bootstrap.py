@@ -80,8 +80,12 @@ def encrypted_cnn():
     start = time.perf_counter()
     net = compile(g, ctx, calibration=x[:8])
     keys = net.keygen(ctx)
+    stats = bootstrapper_for(ctx).stats
+    calls = stats.compiled_calls + stats.eager_calls
     got = net.decrypt_output(ctx, keys, net.run(ctx, keys, net.encrypt_input(ctx, keys, x[8:])))
     seconds = time.perf_counter() - start
+    # every bootstrap of the run went through the context's bootstrapper (compiled or eagerly: Bootstrapper.compiled)
+    assert stats.compiled_calls + stats.eager_calls - calls >= net.plan.bootstraps
     return fn, x, ctx, net, keys, got, seconds
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import jax
 
-from hemx.circuits.bootstrap.bootstrapper import Bootstrapper
+from hemx.circuits.bootstrap.bootstrapper import AUTO_AFTER_S, COMPILED, Bootstrapper, CircuitProgram, ExecutionStats
 from hemx.circuits.bootstrap.mod1 import EvalMod, bound_for
 from hemx.circuits.bootstrap.parameters import BootstrapParameters, BootstrapPlan, default_message_ratio
 from hemx.ckks import Ciphertext, Context
@@ -63,5 +63,5 @@ def bootstrap(ctx: Context, ct: Ciphertext, keys, *, iterations: int = 1, messag
                                                                         on_bound=on_bound, chunk=chunk)
 
 
-__all__ = ["Bootstrapper", "BootstrapParameters", "BootstrapPlan", "EvalMod", "bound_for", "bootstrap",
+__all__ = ["Bootstrapper", "CircuitProgram", "ExecutionStats", "AUTO_AFTER_S", "COMPILED", "BootstrapParameters", "BootstrapPlan", "EvalMod", "bound_for", "bootstrap",
            "bootstrapper_for", "default_message_ratio"]

@@ -1,7 +1,9 @@
 """A traced program with its large constants as arguments: :func:`lift_constants`.
 
-``CompiledNetwork.run(ctx, keys, ct, diagonals=net.diagonals())`` under ``jax.jit`` takes the ciphertext, the keys
-and the linear layers' data as arguments. The program still reads the context's own tables, which a trace closes
+The bootstrapper compiles its circuit this way (:class:`hemx.circuits.bootstrap.Bootstrapper`, ``compiled``): the
+context's tables and the encoded transforms stay arrays the executable reads, not constants copied into it.
+Networks use it for export: ``CompiledNetwork.run(ctx, keys, ct, diagonals=net.diagonals())`` under ``jax.jit``
+takes the ciphertext, the keys and the linear layers' data as arguments. The program still reads the context's own tables, which a trace closes
 over as constants: the NTT and basis-conversion tables, the automorphism index maps, the constants the circuits
 encode on the host, and the bootstrapper's encoded transforms. For ResNet-20 at ``boot_16`` they are 2.1 GiB
 (measured), embedded in an exported module. :func:`lift_constants` traces a function once and returns it with
