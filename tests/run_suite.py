@@ -81,7 +81,7 @@ GROUPS = (
            "tests/circuits/test_bootstrap_sparse.py", "tests/circuits/test_lintrans_hoisting.py",
            "tests/circuits/test_bootstrap_parameters.py", "tests/circuits/test_bootstrap_placement.py",
            "tests/circuits/test_bootstrap_compiled.py"),
-          9.5),  # test_bootstrap_compiled.py: three boot_12 circuit programs compiled, ~1.5 min
+          11.0),  # test_bootstrap_compiled.py: three boot_12 circuit programs compiled, ~3 min
     Group(("tests/circuits/test_jit.py", "tests/circuits/test_lintrans.py", "tests/circuits/test_polynomial.py",
            "tests/circuits/test_simulator_exact.py", "tests/circuits/test_array.py", "tests/circuits/test_program.py",
            "tests/circuits/test_dot_plain_evaluators.py", "tests/circuits/test_array_front.py"),

@@ -266,6 +266,7 @@ class CompiledNetwork:
                     del values[v]
                     rotated.pop(v, None)
             if progress is not None:
+                _settle(values[step.output])  # the step's own seconds, not the next one's
                 progress(i + 1, len(self.plan.steps), step)
         outs = values[self._output_value]
         return ev.stack(outs)
@@ -419,6 +420,13 @@ def unstack_values(ev, x, n: int) -> list:
     """One batch of ``n`` ciphertexts (its first axis) -> the list of them."""
     return [x] if n == 1 else [ev.take(x, j) for j in range(n)]
 
+
+
+def _settle(value) -> None:
+    """Wait for ``value``'s arrays (not inside a trace). JAX dispatches asynchronously: a compiled bootstrap returns
+    before it has run, and without this its time would be counted to the step that next reads it."""
+    jax.block_until_ready([x for x in jax.tree_util.tree_leaves(value)
+                           if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)])
 
 
 def bootstrap_values(ev, xs: list, *, level: int, factor: float = 1.0) -> list:

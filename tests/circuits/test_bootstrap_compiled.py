@@ -41,12 +41,16 @@ def test_compiled_equals_eager_and_is_reused(monkeypatch):
     program = next(iter(bt._programs.values()))
     assert program.temp_bytes > 0 and len(program.constants) > 0
     again = bt.bootstrap(ctx.drop_level(ct, 2), keys)  # another input level: dropped to 0, the same structure
-    assert bt.stats.compilations == 1 and bt.stats.compiled_calls == 2
+    # another scale (the same data read at 1.25x the scale): the circuit does not read it, the same program
+    rescaled = bt.bootstrap(ct.replace(scale=ct.scale * 1.25), keys)
+    assert rescaled.scale == pytest.approx(first.scale * 1.25, rel=1e-12)
+    assert bt.stats.compilations == 1 and bt.stats.compiled_calls == 3
     bt.compiled = "never"
     eager = bt.bootstrap(ct, keys)
     assert bt.stats.eager_calls == 1 and bt.stats.compilations == 1
     _same(first, eager)
     _same(again, bt.bootstrap(ctx.drop_level(ct, 2), keys))
+    _same(rescaled, bt.bootstrap(ct.replace(scale=ct.scale * 1.25), keys))
     np.testing.assert_allclose(ctx.decrypt(first, keys)[: ctx.slots].real,
                                ctx.decrypt(ct, keys)[: ctx.slots].real, atol=1e-3)
     # a batch is another structure: a second program, the older one dropped beyond MAX_PROGRAMS

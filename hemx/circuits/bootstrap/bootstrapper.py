@@ -37,14 +37,14 @@ CKKS noise of EvalMod amplified by ``q0 / D``. Parameter sets for bootstrapping 
 ``q0 ~ 2^15..2^20 D`` (presets ``boot_*``).
 
 Execution. Steps 1-4 run as **one compiled XLA program** (:attr:`Bootstrapper.compiled`). The circuit is traced
-once per arguments' structure (level-0 shape and batch, scale, key set) with the context's tables and the encoded
+once per arguments' structure (level-0 shape and batch, key set; not the scale, which the circuit does not read) with the context's tables and the encoded
 transforms lifted into arguments (:func:`hemx.circuits.lifted.lift_constants`), compiled, kept (the last
 :data:`MAX_PROGRAMS`) and called. The result is bit for bit the eager one. Tracing costs in every process (about
 12 s at ``boot_12`` on 2 cores); XLA's compilation is served from JAX's persistent cache in later processes. So
 the default, ``"auto"``, compiles a structure once its eager calls have taken :data:`AUTO_AFTER_S` seconds: at
 ``boot_16`` the second call, at ``boot_12`` (0.5 s eagerly, 0.3 s compiled) about the fortieth; a one-off bootstrap
-does not pay for a compilation. At ``boot_16`` on a 2-vCPU Zen 3 the program took 13.2 s against 22.4 s eagerly
-(same run), with 1.0 GiB of temporaries, and compiled in 27 s. Inside a caller's ``jax.jit`` trace, on a mesh, or
+does not pay for a compilation. At ``boot_16`` on a 2-vCPU Zen 3 the program took 13.2 s against 18.1 s eagerly
+(``hemx bench bootstrap``, alternated in one process), with 1.0 GiB of temporaries, traced and compiled in 42 s. Inside a caller's ``jax.jit`` trace, on a mesh, or
 with ``compiled="never"`` the steps run eagerly (traced into the caller's program).
 """
 
@@ -77,7 +77,7 @@ META_BTS_BITS = 16  # error amplification of the second iteration (first-pass er
 #: "always" at its first call, "never" runs eagerly
 COMPILED = ("auto", "always", "never")
 #: "auto": seconds of eager calls of one structure after which it is compiled (tracing, lowering and compiling the
-#: circuit cost 15-30 s on 2 cores: at boot_16 the second call compiles, at boot_12 about the fortieth)
+#: circuit cost 15-45 s on 2 cores: at boot_16 the second call compiles, at boot_12 about the fortieth)
 AUTO_AFTER_S = 20.0
 #: compiled circuit programs a bootstrapper keeps (the oldest is dropped first)
 MAX_PROGRAMS = 8
@@ -87,8 +87,9 @@ MEMORY_SHARE = 0.6
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CircuitProgram:
-    """The bootstrap circuit compiled for one arguments' structure: ``program(ct, keys)`` -> the bootstrapped
-    ciphertext (the same as ``Bootstrapper._once``, bit for bit). ``constants``: the lifted tables it reads;
+    """The bootstrap circuit compiled for one arguments' structure: ``program(ct, keys)`` -> the refreshed
+    ciphertext at the circuit's own scale (``Bootstrapper._refresh``, bit for bit; the caller reads it at the
+    input's scale). ``constants``: the lifted tables it reads;
     ``compile_s``: tracing, lowering and compiling; ``temp_bytes``: XLA's temporaries per call."""
 
     executable: Any
@@ -400,6 +401,7 @@ class Bootstrapper:
         if self.compiled == "never" or self.ctx.placement.mesh is not None:
             self.stats.eager_calls += 1
             return self._once(ev, ct)
+        given, ct = ct, ct.replace(scale=self.design_scale)  # the program does not read the scale (_refresh)
         structure = (jax.tree_util.tree_structure((ct, ev.keys)), self.hoisting,
                      tuple((x.shape, str(x.dtype)) for x in leaves))
         if structure in self._programs:
@@ -407,7 +409,7 @@ class Bootstrapper:
             program = self._programs[structure]
         elif self.compiled == "auto" and self._seen.get(structure, 0.0) < AUTO_AFTER_S:
             start = time.perf_counter()  # eager, its time counted towards the structure's compilation
-            out = jax.block_until_ready(self._once(ev, ct))
+            out = jax.block_until_ready(self._once(ev, given))
             self._seen[structure] = self._seen.pop(structure, 0.0) + time.perf_counter() - start
             while len(self._seen) > 4 * MAX_PROGRAMS:
                 self._seen.popitem(last=False)
@@ -420,15 +422,15 @@ class Bootstrapper:
                 self._programs.popitem(last=False)
         if program is None:
             self.stats.eager_calls += 1
-            return self._once(ev, ct)
+            return self._once(ev, given)
         self.stats.compiled_calls += 1
-        return program(ct, ev.keys)
+        return self._read_as(program(ct, ev.keys), given)
 
     def _compile(self, ct: Ciphertext, keys: EvaluationKeys) -> CircuitProgram | None:
         """The circuit for ``ct``'s and ``keys``' structure, traced once with its tables lifted into arguments and
         compiled; None (with a :class:`PerformanceWarning`) when its temporaries would not fit in memory."""
         start = time.perf_counter()
-        lifted = lift_constants(lambda c, k: self._once(CKKSEvaluator(self.ctx, k, slots=self.slots), c), ct, keys)
+        lifted = lift_constants(lambda c, k: self._refresh(CKKSEvaluator(self.ctx, k, slots=self.slots), c), ct, keys)
         executable = jax.jit(lifted.fn).lower(lifted.constants, ct, keys).compile()
         analysis = executable.memory_analysis()
         temp = int(getattr(analysis, "temp_size_in_bytes", 0) or 0)
@@ -446,8 +448,17 @@ class Bootstrapper:
         return program
 
     def _once(self, ev, ct: Ciphertext) -> Ciphertext:
+        """The circuit on ``ct`` (level 0): :meth:`_refresh`, read at ``ct``'s scale."""
+        return self._read_as(self._refresh(ev, ct), ct)
+
+    def _read_as(self, out: Ciphertext, ct: Ciphertext) -> Ciphertext:
+        # the result holds m / D at scale D; read it at the input's scale: m / in_scale, the input's values
+        return out.replace(scale=out.scale * ct.scale / self.design_scale, is_complex=ct.is_complex)
+
+    def _refresh(self, ev, ct: Ciphertext) -> Ciphertext:
+        """Steps 1-4 on ``ct`` (level 0). Nothing here depends on ``ct.scale`` (ModRaise reads its result at
+        :attr:`raised_scale`), so the compiled program serves every input scale (:meth:`_circuit`)."""
         ctx, keys = self.ctx, ev.keys
-        in_scale = ct.scale
         if self.premultiply:  # the message to 2^-message_ratio of q0: an integer product, exact, no level
             ct = ctx.mul(ct, float(2 ** self.premultiply), plain_scale=1.0, rescale=False)
         if self.encapsulation_weight is not None:  # to the ephemeral sparse secret, at level 0 (cheap)
@@ -465,9 +476,7 @@ class Bootstrapper:
         t = ctx.rescale(ctx.mul(t, 1.0, plain_scale=float(2 ** self.power), rescale=False, auto_scale=False))
         y = self.eval_mod(ev, t)
         y = ctx.add(ev.take(y, 0), ctx.mul(ev.take(y, 1), self._i_monomial, rescale=False, auto_scale=False))
-        out = self.slots_to_coeffs(ev, y)
-        # the result holds m / D at scale D; read it at the input's scale: m / in_scale, the input's values
-        return out.replace(scale=out.scale * in_scale / self.design_scale, is_complex=ct.is_complex)
+        return self.slots_to_coeffs(ev, y)
 
 
 __all__ = ["Bootstrapper", "CircuitProgram", "ExecutionStats", "AUTO_AFTER_S", "COMPILED", "MAX_PROGRAMS"]
