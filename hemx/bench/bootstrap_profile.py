@@ -48,6 +48,7 @@ import jax
 import numpy as np
 
 from hemx.bench.timing import time_interleaved
+from hemx.circuits.bootstrap.bootstrapper import available_memory
 
 #: XLA flag of the profiling worker: XLA:CPU's default scheduler favours concurrency and keeps many key copies
 #: live at once in a whole-stage program (CoeffsToSlots at boot_12: 120 MiB of temporaries, 23 MiB without it;
@@ -203,15 +204,6 @@ class StageProgram:
 
     def __call__(self, ct):
         return self._compiled(self._consts, ct)
-
-
-def available_memory() -> int:
-    """``MemAvailable`` in bytes (Linux), else a large number."""
-    try:
-        with open("/proc/meminfo") as f:
-            return int(next(line for line in f if line.startswith("MemAvailable")).split()[1]) * 1024
-    except (OSError, StopIteration, ValueError):
-        return 1 << 60
 
 
 def compile_stage(fn, example, ctx) -> StageProgram:

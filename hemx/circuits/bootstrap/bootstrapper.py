@@ -113,7 +113,7 @@ class ExecutionStats:
     too_large: int = 0
 
 
-def _available_memory() -> int:
+def available_memory() -> int:
     """``MemAvailable`` in bytes (Linux), else a large number."""
     try:
         with open("/proc/meminfo") as f:
@@ -437,7 +437,7 @@ class Bootstrapper:
         program = CircuitProgram(executable, lifted.constants, time.perf_counter() - start, temp)
         self.stats.compilations += 1
         self.stats.compile_s += program.compile_s
-        available = _available_memory()
+        available = available_memory()
         if temp > MEMORY_SHARE * available:
             self.stats.too_large += 1
             warnings.warn(f"the compiled bootstrap needs {temp / 2**30:.1f} GiB of temporaries, more than "
@@ -479,4 +479,5 @@ class Bootstrapper:
         return self.slots_to_coeffs(ev, y)
 
 
-__all__ = ["Bootstrapper", "CircuitProgram", "ExecutionStats", "AUTO_AFTER_S", "COMPILED", "MAX_PROGRAMS"]
+__all__ = ["Bootstrapper", "CircuitProgram", "ExecutionStats", "AUTO_AFTER_S", "COMPILED", "MAX_PROGRAMS",
+           "available_memory"]
