@@ -20,14 +20,17 @@ uint32_t shoup_of(uint32_t w, uint32_t q) { return (uint32_t)(((uint64_t)w << 32
 // halves, Shoup companions, the target-major layout, the wide path's constants). Source moduli qs (L,) and
 // qhinv (L,) = [qhat_i^-1]_{q_i}; target moduli ps (L',); c, corr (L, L') row-major = [qhat_i]_{p_j},
 // [q_i qhat_i]_{p_j} (corr used when centered). qs must outlive the tables; ps is copied.
+// tiles: also make the tile path's digit tiles and constants (for a table whose conv_tiles is set; kernels.h).
 struct ConvTables {  // prepare() returns nullptr, or what is wrong with the tables
   std::vector<uint32_t> tab;
+  std::vector<int8_t> tile_digits;
   BConvTables T;
 
   const char* prepare(size_t L, size_t Lp, const uint32_t* qs, const uint32_t* hs, const uint32_t* ps_in,
-                     const uint32_t* cs, const uint32_t* rs, bool centered) {
+                     const uint32_t* cs, const uint32_t* rs, bool centered, bool tiles = false) {
     if (L == 0 || Lp == 0) return "empty basis conversion";
-    tab.assign(3 * L + 4 * L * Lp + 4 * Lp, 0);
+    const bool with_tiles = tiles && L >= kTileMinSources && L <= kTileMaxSources && Lp >= kTileMinTargets;
+    tab.assign(3 * L + 4 * L * Lp + 4 * Lp + (with_tiles ? 4 * Lp : 0), 0);
     uint32_t *half = tab.data(), *hsh = half + L, *ct = hsh + L, *cst = ct + L * Lp, *nct = cst + L * Lp;
     uint32_t *kq = nct + L * Lp, *pr = kq + L * Lp, *ps = pr + 3 * Lp;
     std::memcpy(ps, ps_in, Lp * sizeof(uint32_t));
@@ -57,7 +60,37 @@ struct ConvTables {  // prepare() returns nullptr, or what is wrong with the tab
     // products of a_i < amax and c_ij <= cmax summed in a 64-bit lane, on top of a carried residue below 2^32
     T.kq = kq, T.pr = pr;
     T.wide_terms = cmax == 0 ? L : (size_t)std::min<uint64_t>(L, (~uint64_t{0} - 0xFFFFFFFFull) / (amax * cmax));
+    T.ybuf_rows = L;
+    if (with_tiles) prepare_tiles(cs, ps + Lp);
     return nullptr;
+  }
+
+  // The tile path's tables (kernels.h, BConvTables::tiles): balanced 8-bit digits of each centered known product
+  // [2^(8k) c_ij]_{p_j}, so that sum_l 2^(8l) sum_(i,k) byte_k(y_i) digit_l(...) = sum_i y_i c_ij mod p_j.
+  // consts: the (L', 4) words after T.p in tab.
+  void prepare_tiles(const uint32_t* cs, uint32_t* consts) {
+    const size_t L = T.L, Lp = T.Lp, nb = (L + 15) / 16, jbs = (Lp + 15) / 16;
+    tile_digits.assign(jbs * nb * 4 * 1024, 0);
+    for (size_t j = 0; j < Lp; ++j) {
+      const uint32_t p = T.p[j];
+      for (size_t i = 0; i < L; ++i) {
+        uint64_t v = cs[i * Lp + j];
+        for (size_t k = 0; k < 4; ++k, v = (v << 8) % p) {
+          const int64_t centered = v > p / 2 ? (int64_t)v - p : (int64_t)v;  // |centered| < 2^30
+          const uint32_t z = (uint32_t)centered + 0x80808080u;               // digits d_l = byte_l(z) - 128
+          for (size_t l = 0; l < 4; ++l) {
+            const size_t at = (((j / 16) * nb + i / 16) * 4 + l) * 1024 + (j % 16) * 64 + (i % 16) * 4 + k;
+            tile_digits[at] = (int8_t)((int)((z >> (8 * l)) & 0xFF) - 128);
+          }
+        }
+      }
+      const uint64_t m = ((uint64_t)kTileSumBound + p - 1) / p * p;
+      const uint32_t r16 = (uint32_t)((uint64_t{1} << 16) % p);
+      uint32_t* c4 = consts + 4 * j;
+      c4[0] = (uint32_t)m, c4[1] = r16, c4[2] = shoup_of(r16, p), c4[3] = (uint32_t)((uint64_t{1} << 32) / p);
+    }
+    T.tiles = tile_digits.data(), T.tile_consts = consts;
+    T.ybuf_rows = nb * 16;
   }
 };
 

@@ -8,8 +8,8 @@
 //   hemx_automorphism(x (..., L, N), map (N,) s32) -> (..., L, N)                 (out = x[..., map])
 //   hemx_inner_product(a (..., D, m, N), b (D, K, m, N), q (m,)) -> (..., K, m, N)  (sum_d a_d b_d mod q)
 //   hemx_bconv(x (..., L, N), q (L,), qhinv (L,), p (L',), c (L, L'), corr (L, L'); centered) -> (..., L', N)
-//   hemx_uniform(digits (D,) s32, key (8,), q (m,); n) -> (D, m, n)                (seeded rows, see Uniform)
-//   hemx_key_product(a (..., D, m, N), b (Dk, K, Mk, N), key (8,), q (m,), map (N,) s32; seeded, permuted)
+//   hemx_uniform(digits (D,) s32, key (8,), q (m,); n, xof) -> (D, m, n)           (seeded rows, see Uniform)
+//   hemx_key_product(a (..., D, m, N), b (Dk, K, Mk, N), key (8,), q (m,), map (N,) s32; seeded, permuted, xof)
 //                    -> (..., 2, m, N)                                            (key-switching product, KeyProduct)
 //   hemx_modup(x (..., nq, N), q (m,), w, ws, wi, wis (R, N), scal (m, 4), rows (m,), digits (D, 2), qhinv (nq,),
 //              c, corr (flat); centered) -> (..., D, m, N)                       (fused ModUp, see ModUp)
@@ -346,10 +346,22 @@ ffi::Error InnerProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buff
   });
 }
 
+// The round keys of a stream key's "aes128ctr" expansion (xof 1: its first 4 words), or none (xof 0: ChaCha20).
+ffi::Error stream_xof(int64_t xof, const uint32_t* key, uint32_t* rk, const uint32_t*& aes_rk) {
+  if (xof == 0) {
+    aes_rk = nullptr;
+    return ffi::Error::Success();
+  }
+  if (xof != 1) return ffi::Error::InvalidArgument("hemx native: xof must be 0 (chacha20) or 1 (aes128ctr)");
+  aes_expand_key(key, rk);
+  aes_rk = rk;
+  return ffi::Error::Success();
+}
+
 // Seeded uniform rows (prng_impl.h): out (D, m, N), row (i, l) the stream of (key, digits[i], q_l, N). digits (D,) s32
-// (each >= 0), key (8,), q (m,); n (attribute) = N.
+// (each >= 0), key (8,), q (m,); n (attribute) = N; xof (attribute): 0 ChaCha20, 1 AES-128 counter mode.
 ffi::Error Uniform(ffi::ThreadPool pool, ffi::Buffer<ffi::S32> digits, ffi::Buffer<ffi::U32> key,
-                   ffi::Buffer<ffi::U32> q, ffi::ResultBuffer<ffi::U32> y, int64_t n_attr) {
+                   ffi::Buffer<ffi::U32> q, ffi::ResultBuffer<ffi::U32> y, int64_t n_attr, int64_t xof) {
   auto yd = y->dimensions();
   if (auto e = check_nonempty(digits.dimensions(), "seeded uniform digits"); e.failure()) return e;
   if (auto e = check_nonempty(q.dimensions(), "seeded uniform moduli"); e.failure()) return e;
@@ -363,24 +375,28 @@ ffi::Error Uniform(ffi::ThreadPool pool, ffi::Buffer<ffi::S32> digits, ffi::Buff
   const uint32_t *ks = key.typed_data(), *qs = q.typed_data();
   for (size_t l = 0; l < m; ++l)
     if (bad_modulus(qs[l])) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
+  uint32_t rk[kAesRoundKeyWords];
+  const uint32_t* aes_rk;
+  if (auto e = stream_xof(xof, ks, rk, aes_rk); e.failure()) return e;
   const Kernels& k = active_kernels();
   uint32_t* out = y->typed_data();
   return parallel_for(pool, D * m, 1, D * m * n * 8, [=, &k](size_t u) {
-    k.uniform_row(out + u * n, n, ks, (uint32_t)ds[u / m], qs[u % m]);
+    k.uniform_row(out + u * n, n, ks, aes_rk, (uint32_t)ds[u / m], qs[u % m]);
   });
 }
 
 // The key-switching inner product, in one pass: a (..., D, m, N) extended digits, b (Dk, K, Mk, N) the key's data of
 // which rows [:D, :, :m] are read in place (D <= Dk, m <= Mk: a key stored for more digits or rows), q (m,)
 // -> (..., 2, m, N) = [sum_d x_d b_d0, sum_d x_d b_d1], where
-//   * seeded != 0: b_d1 is the uniform row (d, q_l, N) of the stream key `key` (8,), generated here (a compact
-//     key: K >= 1); else b_d1 = b[d, 1] (K >= 2; `key` unused);
+//   * seeded != 0: b_d1 is the uniform row (d, q_l, N) of the stream key `key` (8,) by the expansion `xof` (0
+//     ChaCha20, 1 AES-128 counter mode), generated here (a compact key: K >= 1); else b_d1 = b[d, 1] (K >= 2; `key`
+//     and `xof` unused);
 //   * permuted != 0: x_d = a_d read through the automorphism's index map `map` (N,), x_d[j] = a_d[map[j]] (the
 //     digits of a hoisted rotation, never stored permuted); else x_d = a_d (`map` unused).
 // One limb per unit of work, the whole batch each (a row is generated, and a piece permuted, once per limb).
 ffi::Error KeyProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buffer<ffi::U32> b,
                       ffi::Buffer<ffi::U32> key, ffi::Buffer<ffi::U32> q, ffi::Buffer<ffi::S32> map,
-                      ffi::ResultBuffer<ffi::U32> y, int64_t seeded, int64_t permuted) {
+                      ffi::ResultBuffer<ffi::U32> y, int64_t seeded, int64_t permuted, int64_t xof) {
   auto ad = a.dimensions(), bd = b.dimensions();
   if (ad.size() < 3 || bd.size() != 4)
     return ffi::Error::InvalidArgument("hemx native: key product needs a (..., D, m, N) and b (Dk, K, Mk, N)");
@@ -411,6 +427,10 @@ ffi::Error KeyProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buffer
   const Kernels& k = n % ka.width == 0 ? ka : scalar_kernels();
   const uint32_t *as = a.typed_data(), *bs = b.typed_data(), *cs = consts.data();
   const uint32_t* ks = seeded ? key.typed_data() : nullptr;
+  uint32_t rk[kAesRoundKeyWords];
+  const uint32_t* aes_rk = nullptr;
+  if (seeded)
+    if (auto e = stream_xof(xof, ks, rk, aes_rk); e.failure()) return e;
   const int32_t* maps = permuted ? mp : nullptr;
   uint32_t* out = y->typed_data();
   const size_t scratch_words = D * kKeyScratchPerDigit + kSeedScratchAlign;
@@ -418,7 +438,7 @@ ffi::Error KeyProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buffer
     thread_local std::vector<uint32_t> scratch;  // D streams and row pieces: a few KiB a digit
     if (scratch.size() < scratch_words) scratch.resize(scratch_words);
     k.key_product(out + l * n, 2 * m * n, m * n, as + l * n, D * m * n, m * n, bs + l * n, Kb * Mk * n, Mk * n, D,
-                  batch, n, ks, maps, qs[l], cs[3 * l], cs[3 * l + 1], cs[3 * l + 2], scratch.data());
+                  batch, n, ks, aes_rk, maps, qs[l], cs[3 * l], cs[3 * l + 1], cs[3 * l + 2], scratch.data());
   });
 }
 
@@ -440,19 +460,19 @@ ffi::Error BConv(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
   if (auto e = check_out(y->dimensions(), want, "basis conversion"); e.failure()) return e;
   size_t batch = 1;
   for (size_t i = 0; i + 2 < xd.size(); ++i) batch *= (size_t)xd[i];
+  const Kernels& k = for_conv(active_kernels(), n);
   ConvTables ct;
   if (auto e = conv_error(ct.prepare(L, Lp, q.typed_data(), qhinv.typed_data(), p.typed_data(), c.typed_data(),
-                                     corr.typed_data(), centered != 0));
+                                     corr.typed_data(), centered != 0, k.conv_tiles));
       e.failure())
     return e;
   const BConvTables& T = ct.T;
-  const Kernels& k = for_conv(active_kernels(), n);
-  const size_t blk = conv_block(L, n, k.width), blocks = (n + blk - 1) / blk;
+  const size_t blk = conv_block(L, n, k.width), blocks = (n + blk - 1) / blk, rows = T.ybuf_rows;
   const uint32_t* xs = x.typed_data();
   uint32_t* out = y->typed_data();
   return parallel_for(pool, batch * blocks, 1, batch * L * n, [=, &k, &T](size_t u) {
-    thread_local std::vector<uint32_t> ybuf;  // L * blk <= about 4096 words (conv_block): bounded per thread
-    if (ybuf.size() < L * blk) ybuf.resize(L * blk);
+    thread_local std::vector<uint32_t> ybuf;  // rows * blk <= about 8192 words (conv_block): bounded per thread
+    if (ybuf.size() < rows * blk) ybuf.resize(rows * blk);
     const size_t bi = u / blocks, lo = (u % blocks) * blk;
     k.bconv_block(T, xs + bi * L * n, out + bi * Lp * n, n, lo, std::min(blk, n - lo), ybuf.data());
   });
@@ -511,7 +531,10 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
   std::vector<size_t> lo(D), hi(D), digit_of(nq);
   std::vector<ConvTables> conv(D);
   std::vector<uint32_t> targets(m);
-  size_t at = 0, offset = 0, maxL = 0;
+  const Kernels& ka = active_kernels();
+  const Kernels& kn = for_size(ka, n);
+  const Kernels& kb = for_conv(ka, n);
+  size_t at = 0, offset = 0, maxL = 0, ybuf_rows = 0;
   for (size_t d = 0; d < D; ++d) {
     lo[d] = (size_t)dg[2 * d], hi[d] = (size_t)dg[2 * d + 1];
     if (dg[2 * d] < 0 || lo[d] != at || hi[d] <= lo[d] || hi[d] > nq)
@@ -525,20 +548,17 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
     std::memcpy(targets.data(), qs, (np + lo[d]) * sizeof(uint32_t));
     std::memcpy(targets.data() + np + lo[d], qs + np + hi[d], (nq - hi[d]) * sizeof(uint32_t));
     if (auto e = conv_error(conv[d].prepare(L, Lp, qs + np + lo[d], hs + lo[d], targets.data(), cs + offset,
-                                            rs + offset, centered != 0));
+                                            rs + offset, centered != 0, kb.conv_tiles));
         e.failure())
       return e;
     conv[d].T.gap_at = np + lo[d], conv[d].T.gap = L;
-    offset += L * Lp, maxL = std::max(maxL, L);
+    offset += L * Lp, maxL = std::max(maxL, L), ybuf_rows = std::max(ybuf_rows, conv[d].T.ybuf_rows);
   }
   if (at != nq || offset != c.element_count() || offset != corr.element_count())
     return ffi::Error::InvalidArgument("hemx native: ModUp digits or conversion tables do not match num_q");
   for (size_t j = 0; j < m; ++j)
     if (bad_modulus(qs[j])) return ffi::Error::InvalidArgument("hemx native: moduli must be odd, in [3, 2^31)");
 
-  const Kernels& ka = active_kernels();
-  const Kernels& kn = for_size(ka, n);
-  const Kernels& kb = for_conv(ka, n);
   const uint32_t *xs = x.typed_data(), *wt = w.typed_data(), *st = ws.typed_data(), *wit = wi.typed_data(),
                  *sit = wis.typed_data(), *sc = scal.typed_data();
   const int32_t* rw = rows.typed_data();
@@ -558,7 +578,7 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
   const size_t blk = conv_block(maxL, n, kb.width), blocks = (n + blk - 1) / blk;
   if (auto e = parallel_for(pool, batch * D * blocks, 1, batch * D * maxL * n, [=, &kb](size_t u) {
         thread_local std::vector<uint32_t> ybuf;  // bounded (conv_block)
-        if (ybuf.size() < maxL * blk) ybuf.resize(maxL * blk);
+        if (ybuf.size() < ybuf_rows * blk) ybuf.resize(ybuf_rows * blk);
         const size_t bd = u / blocks, d = bd % D, s = (u % blocks) * blk;
         uint32_t* ext = out + bd * m * n;
         kb.bconv_block(cv[d].T, ext + (np + lo_p[d]) * n, ext, n, s, std::min(blk, n - s), ybuf.data());
@@ -618,9 +638,12 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
     if (iv[i] >= qks[i]) return ffi::Error::InvalidArgument("hemx native: D^-1 not reduced");
     inv_s[i] = shoup_of(iv[i], qks[i]);
   }
+  const Kernels& ka = active_kernels();
+  const Kernels& kn = for_size(ka, n);
+  const Kernels& kb = for_conv(ka, n);
   ConvTables ct;
   if (auto e = conv_error(ct.prepare(Dd, K, qds, qhinv.typed_data(), qks, c.typed_data(), corr.typed_data(),
-                                     centered != 0));
+                                     centered != 0, kb.conv_tiles));
       e.failure())
     return e;
   const BConvTables& T = ct.T;
@@ -638,9 +661,6 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
     big.reset(new uint32_t[batch * Dd * n]);
     tmp = big.get();
   }
-  const Kernels& ka = active_kernels();
-  const Kernels& kn = for_size(ka, n);
-  const Kernels& kb = for_conv(ka, n);
   const uint32_t *xs = x.typed_data(), *wt = w.typed_data(), *st = ws.typed_data(), *wit = wi.typed_data(),
                  *sit = wis.typed_data(), *sc = scal_d.typed_data(), *ivs = inv_s.data();
   const int32_t *rk = rows_k.typed_data(), *rd = rows_d.typed_data();
@@ -655,10 +675,10 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
       e.failure())
     return e;
   // 2. their centered conversion to the kept limbs, into the output
-  const size_t blk = conv_block(Dd, n, kb.width), blocks = (n + blk - 1) / blk;
+  const size_t blk = conv_block(Dd, n, kb.width), blocks = (n + blk - 1) / blk, rows = T.ybuf_rows;
   if (auto e = parallel_for(pool, batch * blocks, 1, batch * Dd * n, [=, &kb, &T](size_t u) {
         thread_local std::vector<uint32_t> ybuf;  // bounded (conv_block)
-        if (ybuf.size() < Dd * blk) ybuf.resize(Dd * blk);
+        if (ybuf.size() < rows * blk) ybuf.resize(rows * blk);
         const size_t b = u / blocks, s = (u % blocks) * blk;
         kb.bconv_block(T, tmp + b * Dd * n, out + b * K * n, n, s, std::min(blk, n - s), ybuf.data());
       });
@@ -767,7 +787,8 @@ HEMX_HANDLER(HemxUniform, &hemx::Uniform,
                                   .Arg<ffi::Buffer<ffi::U32>>()   // key
                                   .Arg<ffi::Buffer<ffi::U32>>()   // q
                                   .Ret<ffi::Buffer<ffi::U32>>()
-                                  .Attr<int64_t>("n"));
+                                  .Attr<int64_t>("n")
+                                  .Attr<int64_t>("xof"));
 
 HEMX_HANDLER(HemxKeyProduct, &hemx::KeyProduct,
                               ffi::Ffi::Bind()
@@ -779,7 +800,8 @@ HEMX_HANDLER(HemxKeyProduct, &hemx::KeyProduct,
                                   .Arg<ffi::Buffer<ffi::S32>>()   // map
                                   .Ret<ffi::Buffer<ffi::U32>>()
                                   .Attr<int64_t>("seeded")
-                                  .Attr<int64_t>("permuted"));
+                                  .Attr<int64_t>("permuted")
+                                  .Attr<int64_t>("xof"));
 
 HEMX_HANDLER(HemxBConv, &hemx::BConv,
                               ffi::Ffi::Bind()

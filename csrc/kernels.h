@@ -40,7 +40,26 @@ struct BConvTables {
   // target row j is written at row j of the output below gap_at, at row j + gap from there on (the fused ModUp
   // writes a digit's conversion around the digit's own rows of the extended digit)
   size_t gap_at = ~size_t{0}, gap = 0;  // (ops_impl.h's out_row reads these)
+  // the tile path (ntt_amx.cc; prepared only for a table whose conv_tiles is set, else null): the known products'
+  // signed 8-bit digits as AMX A tiles, (ceil(L'/16), ceil(L/16), 4, 16, 64) int8 -- tile (jb, ib, l) row r, column
+  // 4 i + k holds digit l of the centered [2^(8k) c_ij]_{p_j}, j = 16 jb + r, i = 16 ib + i, zero past L' or L --
+  // and per target j the combination's constants tile_consts (L', 4) = {M_j, [2^16]_{p_j}, its Shoup companion,
+  // floor(2^32 / p_j)}, M_j the least multiple of p_j >= kTileSumBound
+  const int8_t* tiles = nullptr;
+  const uint32_t* tile_consts = nullptr;
+  // rows of the scratch ybuf a block needs (bconv_block's contract: ybuf holds ybuf_rows * cnt words): L, or L
+  // rounded up to whole tiles of 16 rows for the tile path (the rows past L are read, and multiplied by zero)
+  size_t ybuf_rows = 0;
 };
+
+// Sources a tile conversion takes (two B tiles of 16 rows), and the bound on |C0 + 2^8 C1| its digit sums reach
+// there: |C_l| <= 4 L 128 255 < 2^22 with L <= 32 unsigned bytes of y against signed digits.
+constexpr size_t kTileMaxSources = 32;
+// Below these a conversion stays on the vector path (ConvTables::prepare makes no tiles): a block of 16 targets
+// costs the tiles the same whatever L, and the vector path's cost grows with L (measured on a Sapphire Rapids
+// core, docs/results/amx-cpu.md: at N = 2^16 the tiles win from about 6 sources and 12 targets).
+constexpr size_t kTileMinSources = 6, kTileMinTargets = 12;
+constexpr uint32_t kTileSumBound = (1u << 30) + (1u << 22);
 
 // The entry points of one instruction set, as function pointer types. One polynomial (n residues, one modulus
 // q < 2^31) per call; in place. Tables are one limb's rows of the Python-side ButterflyTables (see ntt_impl.h).
@@ -65,12 +84,14 @@ using GatherFn = void (*)(uint32_t* out, const uint32_t* in, const int32_t* map,
 // plus kSeedScratchAlign (any alignment).
 constexpr size_t kSeedStreamWords = 576, kSeedChunkWords = 1024, kSeedScratchAlign = 16;
 constexpr size_t kKeyScratchPerDigit = kSeedStreamWords + 2 * kSeedChunkWords;
-using UniformRowFn = void (*)(uint32_t* out, size_t n, const uint32_t* key, uint32_t d, uint32_t q);
+// aes_rk: nullptr for a ChaCha20 stream under key; the AES-128 round keys of key (aes_expand_key) for "aes128ctr".
+using UniformRowFn = void (*)(uint32_t* out, size_t n, const uint32_t* key, const uint32_t* aes_rk, uint32_t d,
+                              uint32_t q);
 using KeyProductFn = void (*)(uint32_t* out, size_t o_bstride, size_t o_kstride, const uint32_t* ext,
                               size_t e_bstride, size_t e_dstride, const uint32_t* b, size_t b_dstride,
                               size_t b_kstride, size_t D, size_t batch, size_t n, const uint32_t* key,
-                              const int32_t* map, uint32_t q, uint32_t qinv, uint32_t r, uint32_t rs,
-                              uint32_t* scratch);
+                              const uint32_t* aes_rk, const int32_t* map, uint32_t q, uint32_t qinv, uint32_t r,
+                              uint32_t rs, uint32_t* scratch);
 
 // One instruction set's table (immutable; dispatch.cc holds one constexpr table per instruction set built).
 struct Kernels {
@@ -85,7 +106,43 @@ struct Kernels {
   GatherFn gather;
   UniformRowFn uniform_row;
   KeyProductFn key_product;
+  bool conv_tiles;  // bconv_block reads BConvTables::tiles (ConvTables::prepare must make them)
 };
+
+// The AES-128 engines of the "aes128ctr" seed expansion, one file each (aes_soft.cc: portable, every CPU, and the
+// key expansion; aes_ni.cc: x86 AES-NI; aes_vaes.cc: x86 VAES on AVX-512 registers; aes_arm.cc: AArch64's AES
+// instructions). The stream of a row (prng_impl.h): block c is AES-128 under the row's key K (the first 4 words of
+// its stream key, as little-endian bytes) of the 16 bytes of the words (c, d, q, n), little-endian, and gives the
+// stream's words 4c .. 4c + 3 in order. An engine's blocks() writes out[4 i .. 4 i + 3] for the block c0 + i,
+// i < blocks, under the round keys rk (kAesRoundKeyWords: the 11 round keys in FIPS 197's byte order).
+constexpr size_t kAesRoundKeyWords = 44;
+using AesBlocksFn = void (*)(uint32_t* out, const uint32_t* rk, uint32_t c0, uint32_t d, uint32_t q, uint32_t n,
+                             size_t blocks);
+struct AesEngine {
+  const char* name;
+  AesBlocksFn blocks;
+};
+void aes_expand_key(const uint32_t* key, uint32_t* rk);  // aes_soft.cc: key (4 words) -> rk (44 words)
+namespace aes_soft {
+void aes_blocks(uint32_t* out, const uint32_t* rk, uint32_t c0, uint32_t d, uint32_t q, uint32_t n, size_t blocks);
+}
+#if defined(__x86_64__) || defined(_M_X64)
+namespace aes_ni {
+void aes_blocks(uint32_t* out, const uint32_t* rk, uint32_t c0, uint32_t d, uint32_t q, uint32_t n, size_t blocks);
+}
+#if !defined(HEMX_NO_VAES)
+namespace aes_vaes {
+void aes_blocks(uint32_t* out, const uint32_t* rk, uint32_t c0, uint32_t d, uint32_t q, uint32_t n, size_t blocks);
+}
+#endif
+#elif defined(__aarch64__)
+namespace aes_arm {
+void aes_blocks(uint32_t* out, const uint32_t* rk, uint32_t c0, uint32_t d, uint32_t q, uint32_t n, size_t blocks);
+}
+#endif
+// dispatch.cc: the engine in use (the best this CPU runs unless one was forced), and the i-th this CPU runs.
+const AesEngine& active_aes();
+const AesEngine* runnable_aes(size_t i);
 
 // Lanes of each instruction set (its file static_asserts its traits' width against these).
 constexpr size_t kWidthScalar = 1, kWidthAvx2 = 8, kWidthAvx512 = 16, kWidthNeon = 4;
@@ -103,11 +160,11 @@ constexpr size_t kWidthScalar = 1, kWidthAvx2 = 8, kWidthAvx512 = 16, kWidthNeon
                      size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t q,              \
                      uint32_t qinv, uint32_t r, uint32_t rs);                                                  \
   void gather(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n);                                \
-  void uniform_row(uint32_t* out, size_t n, const uint32_t* key, uint32_t d, uint32_t q);                       \
+  void uniform_row(uint32_t* out, size_t n, const uint32_t* key, const uint32_t* aes_rk, uint32_t d, uint32_t q); \
   void key_product(uint32_t* out, size_t o_bstride, size_t o_kstride, const uint32_t* ext, size_t e_bstride,    \
                    size_t e_dstride, const uint32_t* b, size_t b_dstride, size_t b_kstride, size_t D,           \
-                   size_t batch, size_t n, const uint32_t* key, const int32_t* map, uint32_t q, uint32_t qinv,  \
-                   uint32_t r, uint32_t rs, uint32_t* scratch);                                                 \
+                   size_t batch, size_t n, const uint32_t* key, const uint32_t* aes_rk, const int32_t* map,     \
+                   uint32_t q, uint32_t qinv, uint32_t r, uint32_t rs, uint32_t* scratch);                       \
   }
 
 HEMX_DECLARE_ISA(scalar)
@@ -115,6 +172,14 @@ HEMX_DECLARE_ISA(scalar)
 #define HEMX_ARCH_X86 1
 HEMX_DECLARE_ISA(avx2)
 HEMX_DECLARE_ISA(avx512)
+// The AMX tile kernels (ntt_amx.cc): what the "amx" table takes from them; every other entry is avx512's.
+#if !defined(HEMX_NO_AMX)
+#define HEMX_HAVE_AMX 1
+namespace amx {
+void bconv_block(const BConvTables& t, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,
+                 uint32_t* ybuf);
+}
+#endif
 #elif defined(__aarch64__)
 #define HEMX_ARCH_ARM64 1
 HEMX_DECLARE_ISA(neon)

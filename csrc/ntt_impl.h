@@ -32,20 +32,10 @@
 #include <cstring>
 
 #include "kernels.h"
+#include "lazy_ops.h"
 
 namespace hemx {
 namespace HEMX_ISA {
-
-using R = V::reg;
-
-// min(x, x - c) subtracts c when x >= c (unsigned wrap-around makes x - c huge otherwise); needs c <= 2^31.
-static inline R csub(R x, R c) { return V::min(x, V::sub(x, c)); }
-
-// a * w mod q in [0, 2q) for any uint32 a, known w < q and ws = floor(w 2^32 / q).
-static inline R mul_lazy(R a, R w, R ws, R q) {
-  R hi = V::mulhi(a, ws);
-  return V::sub(V::mullo(a, w), V::mullo(hi, q));
-}
 
 // Forward ranges by modulus (the `Mode` of the forward functions). Between stages the values stay in
 //   kReduced (q in [2^30, 2^31)): [0, 2q); every butterfly reduces x and t = w y to [0, q);
@@ -453,20 +443,20 @@ void inner_product(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_
   inner_product_t<>(out, o_kstride, a, a_stride, b, b_dstride, b_kstride, D, K, n, q, qinv, r, rs);
 }
 void gather(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n) { gather_t(out, in, map, n); }
-void uniform_row(uint32_t* out, size_t n, const uint32_t* key, uint32_t d, uint32_t q) {
-  uniform_row_t(out, n, key, d, q);
+void uniform_row(uint32_t* out, size_t n, const uint32_t* key, const uint32_t* aes_rk, uint32_t d, uint32_t q) {
+  uniform_row_t(out, n, key, aes_rk, d, q);
 }
 void key_product(uint32_t* out, size_t o_bstride, size_t o_kstride, const uint32_t* ext, size_t e_bstride,
                  size_t e_dstride, const uint32_t* b, size_t b_dstride, size_t b_kstride, size_t D, size_t batch,
-                 size_t n, const uint32_t* key, const int32_t* map, uint32_t q, uint32_t qinv, uint32_t r, uint32_t rs,
-                 uint32_t* scratch) {
+                 size_t n, const uint32_t* key, const uint32_t* aes_rk, const int32_t* map, uint32_t q, uint32_t qinv,
+                 uint32_t r, uint32_t rs, uint32_t* scratch) {
   // scratch: D row streams (64-byte aligned), then D pieces of the uniform rows, then D pieces of permuted digits
   const uintptr_t at = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
   RowStream* streams = reinterpret_cast<RowStream*>(at);  // trivial type: key_product_t initializes each it uses
   uint32_t* abuf = reinterpret_cast<uint32_t*>(at) + D * kSeedStreamWords;
   uint32_t* xbuf = abuf + D * kSeedChunk;
   key_product_t<>(out, o_bstride, o_kstride, ext, e_bstride, e_dstride, b, b_dstride, b_kstride, D, batch, n, key,
-                  map, q, qinv, r, rs, streams, abuf, xbuf);
+                  aes_rk, map, q, qinv, r, rs, streams, abuf, xbuf);
 }
 
 }  // namespace HEMX_ISA

@@ -4,10 +4,13 @@
 // (with compress_below(out, v, q): the lanes of v below q stored contiguously at out, 16 words of slack, their
 // count returned).
 //
-// The stream of one row (digit d, modulus q, ring degree n) under a 256-bit key K (8 little-endian words):
-//   * block c is the ChaCha20 block function of RFC 8439 with key K, block counter c and nonce words (d, q, n);
-//   * blocks are read in groups of 16 (counters 16 g .. 16 g + 15), word-major: position 16 k + i of group g is
-//     word k of block 16 g + i (the order in which 16 lanes compute 16 blocks; every width emits the same);
+// The stream of one row (digit d, modulus q, ring degree n) under a 256-bit key K (8 little-endian words), by the
+// key's seed expansion ("xof"):
+//   * "chacha20": block c is the ChaCha20 block function of RFC 8439 with key K, block counter c and nonce words
+//     (d, q, n); blocks are read in groups of 16 (counters 16 g .. 16 g + 15), word-major: position 16 k + i of
+//     group g is word k of block 16 g + i (the order in which 16 lanes compute 16 blocks; every width emits the same);
+//   * "aes128ctr": block c is AES-128 under K's first 4 words of the words (c, d, q, n) (kernels.h, the AES engines),
+//     block c giving the words 4 c .. 4 c + 3; computed by the engine dispatch.cc picks, 64 blocks a group;
 //   * each word w gives v = w & mask, mask = 2^bitlen(q) - 1, and v is kept when v < q (exactly uniform: every
 //     residue has one preimage among the masked values), each q's row being the first n kept values.
 // hemx/ckks/sampling.py defines the same stream in Python (expand_seed with the chacha20 label), and the tests
@@ -100,7 +103,8 @@ static inline size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 // One row's stream, read in pieces of any length (the kept values of one group wait in `kept`). Trivial (no
 // constructor): the handler's scratch holds the streams, set up by stream_init.
 struct RowStream {
-  const uint32_t* key;
+  const uint32_t* key;  // ChaCha20: the 8-word stream key; AES-128: the 44 round-key words (aes is then set)
+  AesBlocksFn aes;
   uint32_t d, q, n, mask, group;
   size_t have, off;  // kept[off, have) not handed out yet
   alignas(64) uint32_t words[kGroupWords];
@@ -110,15 +114,24 @@ struct RowStream {
 static_assert(sizeof(RowStream) <= kSeedStreamWords * sizeof(uint32_t) && sizeof(RowStream) % 64 == 0,
               "kernels.h's kSeedStreamWords must hold one RowStream, in whole cache lines");
 
-static void stream_init(RowStream& s, const uint32_t* key, uint32_t d, uint32_t q, uint32_t n) {
-  s.key = key, s.d = d, s.q = q, s.n = n, s.mask = mask_for(q), s.group = 0, s.have = 0, s.off = 0;
+// aes_rk: the row's AES-128 round keys for an "aes128ctr" stream (kernels.h), nullptr for ChaCha20 under key.
+static void stream_init(RowStream& s, const uint32_t* key, const uint32_t* aes_rk, uint32_t d, uint32_t q, uint32_t n) {
+  s.key = aes_rk ? aes_rk : key, s.aes = aes_rk ? active_aes().blocks : nullptr;
+  s.d = d, s.q = q, s.n = n, s.mask = mask_for(q), s.group = 0, s.have = 0, s.off = 0;
+}
+
+// The next group of the row's stream (kGroupWords words): 16 ChaCha20 blocks, or 64 AES-128 blocks.
+static inline void next_group(RowStream& s) {
+  if (s.aes) s.aes(s.words, s.key, s.group * (uint32_t)(kGroupWords / 4), s.d, s.q, s.n, kGroupWords / 4);
+  else chacha_group(s.words, s.key, s.d, s.q, s.n, s.group);
+  ++s.group;
 }
 
 // The next cnt values of the row into out.
 static void stream_fill(RowStream& s, uint32_t* out, size_t cnt) {
   while (cnt) {
     if (s.off == s.have) {
-      chacha_group(s.words, s.key, s.d, s.q, s.n, s.group++);
+      next_group(s);
       s.have = keep_below<>(s.kept, s.words, kGroupWords, s.q, s.mask), s.off = 0;
       continue;
     }
@@ -128,9 +141,10 @@ static void stream_fill(RowStream& s, uint32_t* out, size_t cnt) {
   }
 }
 
-static void uniform_row_t(uint32_t* out, size_t n, const uint32_t* key, uint32_t d, uint32_t q) {
+static void uniform_row_t(uint32_t* out, size_t n, const uint32_t* key, const uint32_t* aes_rk, uint32_t d,
+                          uint32_t q) {
   RowStream s;
-  stream_init(s, key, d, q, (uint32_t)n);
+  stream_init(s, key, aes_rk, d, q, (uint32_t)n);
   stream_fill(s, out, n);
 }
 
@@ -148,12 +162,13 @@ constexpr size_t kSeedChunk = kSeedChunkWords;  // (kernels.h: the scratch the h
 template <class VV = V>
 static void key_product_t(uint32_t* out, size_t o_bstride, size_t o_kstride, const uint32_t* ext, size_t e_bstride,
                           size_t e_dstride, const uint32_t* b, size_t b_dstride, size_t b_kstride, size_t D,
-                          size_t batch, size_t n, const uint32_t* key, const int32_t* map, uint32_t qv, uint32_t qinv,
-                          uint32_t r, uint32_t rs, RowStream* streams, uint32_t* abuf, uint32_t* xbuf) {
+                          size_t batch, size_t n, const uint32_t* key, const uint32_t* aes_rk, const int32_t* map,
+                          uint32_t qv, uint32_t qinv, uint32_t r, uint32_t rs, RowStream* streams, uint32_t* abuf,
+                          uint32_t* xbuf) {
   constexpr size_t W = VV::W;
   const R q = VV::set1(qv), rr = VV::set1(r), rrs = VV::set1(rs);
   if (key)
-    for (size_t d = 0; d < D; ++d) stream_init(streams[d], key, (uint32_t)d, qv, (uint32_t)n);
+    for (size_t d = 0; d < D; ++d) stream_init(streams[d], key, aes_rk, (uint32_t)d, qv, (uint32_t)n);
   for (size_t j0 = 0; j0 < n; j0 += kSeedChunk) {
     const size_t c = min_size(kSeedChunk, n - j0);
     // the piece's key rows (and digits) are fetched (towards L2) while the uniform rows are generated: the two

@@ -3,7 +3,9 @@
 // 64-bit references computed here and against the scalar build: forward NTTs at n = 64 (against the O(n^2)
 // definition), 256 and 8192 (blocked path, against scalar) for one modulus in each range the kernels treat
 // differently (below 2^29, [2^29, 2^30), [2^30, 2^31)), the inverse round trip, the Shoup product, the basis
-// conversion (plain and centered), the key-switching inner product and the automorphism's gather.
+// conversion (plain and centered; 3 -> 2 limbs, and 7, 16, 20 and 33 -> 37 over a block inside the row: the AMX
+// tiles' partial, whole and two-tile sources and the hand-over past 32), the key-switching inner product and the
+// automorphism's gather.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -129,9 +131,10 @@ void check_mul_shoup(const Kernels& k, Report& rep, uint32_t q) {
     if (out[i] != mulmod(a[i], w[i], q)) return rep.fail(k.name, "mul_shoup q=" + std::to_string(q));
 }
 
+// The conversion of the coefficients [lo, lo + cnt) of n (the rest of the output must stay untouched).
 void check_bconv(const Kernels& k, Report& rep, const std::vector<uint32_t>& qs, const std::vector<uint32_t>& ps,
-                 bool centered) {
-  const size_t L = qs.size(), Lp = ps.size(), n = 256;
+                 bool centered, size_t n = 256, size_t lo = 0, size_t cnt = 256) {
+  const size_t L = qs.size(), Lp = ps.size();
   std::vector<uint32_t> qhinv(L), c(L * Lp), corr(L * Lp);
   for (size_t i = 0; i < L; ++i) {
     uint64_t hat = 1;
@@ -145,22 +148,35 @@ void check_bconv(const Kernels& k, Report& rep, const std::vector<uint32_t>& qs,
       c[i * Lp + j] = (uint32_t)h, corr[i * Lp + j] = mulmod(h, qs[i] % ps[j], ps[j]);
     }
   }
-  std::vector<uint32_t> x(L * n), out(Lp * n, 0), ybuf(L * n);
+  std::vector<uint32_t> x(L * n), out(Lp * n, 0);
   for (size_t i = 0; i < L; ++i)
     for (size_t j = 0; j < n; ++j) x[i * n + j] = (uint32_t)(rnd() % qs[i]);
+  // edge values first: 0, 1, q - 1 and the centering's boundary q / 2 and q / 2 + 1
+  for (size_t i = 0; i < L; ++i) {
+    const uint32_t edge[5] = {0, 1, qs[i] - 1, qs[i] / 2, qs[i] / 2 + 1};
+    for (size_t e = 0; e < 5 && e < cnt; ++e) x[i * n + lo + (e + i) % cnt] = edge[e];
+  }
   ConvTables ct;
-  if (const char* why = ct.prepare(L, Lp, qs.data(), qhinv.data(), ps.data(), c.data(), corr.data(), centered))
+  if (const char* why = ct.prepare(L, Lp, qs.data(), qhinv.data(), ps.data(), c.data(), corr.data(), centered,
+                                   k.conv_tiles))
     return rep.fail(k.name, std::string("bconv tables: ") + why);
-  k.bconv_block(ct.T, x.data(), out.data(), n, 0, n, ybuf.data());
+  std::vector<uint32_t> ybuf(ct.T.ybuf_rows * cnt);
+  k.bconv_block(ct.T, x.data(), out.data(), n, lo, cnt, ybuf.data());
+  const std::string what = "basis conversion " + std::to_string(L) + " -> " + std::to_string(Lp) +
+                           (centered ? " (centered)" : "");
   for (size_t j = 0; j < Lp; ++j)
     for (size_t t = 0; t < n; ++t) {
+      if (t < lo || t >= lo + cnt) {
+        if (out[j * n + t] != 0) return rep.fail(k.name, what + ": wrote outside its block");
+        continue;
+      }
       uint64_t acc = 0;
       for (size_t i = 0; i < L; ++i) {
         const uint32_t y = mulmod(x[i * n + t], qhinv[i], qs[i]);
         acc = (acc + (uint64_t)mulmod(y, c[i * Lp + j], ps[j])) % ps[j];
         if (centered && y > qs[i] / 2) acc = (acc + ps[j] - corr[i * Lp + j]) % ps[j];
       }
-      if (out[j * n + t] != acc) return rep.fail(k.name, std::string("basis conversion") + (centered ? " (centered)" : ""));
+      if (out[j * n + t] != acc) return rep.fail(k.name, what);
     }
 }
 
@@ -244,7 +260,7 @@ void check_uniform(const Kernels& k, Report& rep, uint32_t q) {
   for (uint32_t& w : key) w = (uint32_t)rnd();
   for (uint32_t n : {64u, 1000u}) {
     std::vector<uint32_t> out(n);
-    k.uniform_row(out.data(), n, key, 3, q);
+    k.uniform_row(out.data(), n, key, nullptr, 3, q);
     if (out != uniform_row_ref(key, 3, q, n)) return rep.fail(k.name, "seeded row q=" + std::to_string(q));
   }
 }
@@ -258,27 +274,41 @@ void check_key_product(const Kernels& k, Report& rep, uint32_t q) {
   uint32_t inv = q;
   for (int it = 0; it < 5; ++it) inv *= 2u - q * inv;
   const uint32_t r = (uint32_t)((uint64_t{1} << 32) % q);
-  k.key_product(out.data(), 2 * n, n, a.data(), D * n, n, b.data(), n, 0, D, batch, n, key, nullptr, q, inv, r,
-                shoup_of(r, q), scratch.data());
-  std::vector<std::vector<uint32_t>> u;
-  for (size_t d = 0; d < D; ++d) u.push_back(uniform_row_ref(key, (uint32_t)d, q, (uint32_t)n));
-  for (size_t bi = 0; bi < batch; ++bi)
-    for (size_t t = 0; t < n; ++t) {
-      uint64_t acc0 = 0, acc1 = 0;
-      for (size_t d = 0; d < D; ++d) {
-        acc0 = (acc0 + (uint64_t)mulmod(a[(bi * D + d) * n + t], b[d * n + t], q)) % q;
-        acc1 = (acc1 + (uint64_t)mulmod(a[(bi * D + d) * n + t], u[d][t], q)) % q;
+  // a compact key of each seed expansion: ChaCha20 (rows from the reference above), AES-128 (rows from uniform_row,
+  // itself checked against the portable engine by check_aes_row)
+  uint32_t rk[kAesRoundKeyWords];
+  aes_expand_key(key, rk);
+  for (const uint32_t* aes_rk : {(const uint32_t*)nullptr, (const uint32_t*)rk}) {
+    k.key_product(out.data(), 2 * n, n, a.data(), D * n, n, b.data(), n, 0, D, batch, n, key, aes_rk, nullptr, q, inv,
+                  r, shoup_of(r, q), scratch.data());
+    std::vector<std::vector<uint32_t>> u;
+    for (size_t d = 0; d < D; ++d) {
+      if (aes_rk) {
+        u.emplace_back(n);
+        k.uniform_row(u.back().data(), n, key, aes_rk, (uint32_t)d, q);
+      } else {
+        u.push_back(uniform_row_ref(key, (uint32_t)d, q, (uint32_t)n));
       }
-      if (out[bi * 2 * n + t] != acc0 || out[bi * 2 * n + n + t] != acc1)
-        return rep.fail(k.name, "seeded inner product q=" + std::to_string(q));
     }
+    for (size_t bi = 0; bi < batch; ++bi)
+      for (size_t t = 0; t < n; ++t) {
+        uint64_t acc0 = 0, acc1 = 0;
+        for (size_t d = 0; d < D; ++d) {
+          acc0 = (acc0 + (uint64_t)mulmod(a[(bi * D + d) * n + t], b[d * n + t], q)) % q;
+          acc1 = (acc1 + (uint64_t)mulmod(a[(bi * D + d) * n + t], u[d][t], q)) % q;
+        }
+        if (out[bi * 2 * n + t] != acc0 || out[bi * 2 * n + n + t] != acc1)
+          return rep.fail(k.name, std::string("seeded inner product (") + (aes_rk ? "aes128ctr" : "chacha20") +
+                                      ") q=" + std::to_string(q));
+      }
+  }
   // a full key (both halves stored), the digits read through a random permutation
   std::vector<uint32_t> full = random_residues(D * 2 * n, q);
   std::vector<int32_t> map(n);
   for (size_t i = 0; i < n; ++i) map[i] = (int32_t)i;
   for (size_t i = n - 1; i > 0; --i) std::swap(map[i], map[rnd() % (i + 1)]);
-  k.key_product(out.data(), 2 * n, n, a.data(), D * n, n, full.data(), 2 * n, n, D, batch, n, nullptr, map.data(), q,
-                inv, r, shoup_of(r, q), scratch.data());
+  k.key_product(out.data(), 2 * n, n, a.data(), D * n, n, full.data(), 2 * n, n, D, batch, n, nullptr, nullptr,
+                map.data(), q, inv, r, shoup_of(r, q), scratch.data());
   for (size_t bi = 0; bi < batch; ++bi)
     for (size_t t = 0; t < n; ++t) {
       uint64_t acc0 = 0, acc1 = 0;
@@ -290,6 +320,47 @@ void check_key_product(const Kernels& k, Report& rep, uint32_t q) {
       if (out[bi * 2 * n + t] != acc0 || out[bi * 2 * n + n + t] != acc1)
         return rep.fail(k.name, "permuted inner product q=" + std::to_string(q));
     }
+}
+
+// The AES-128 engines: FIPS 197's example (Appendix C.1) through the key expansion and each engine, then every
+// engine against the portable one over block counts that reach each engine's tails, and a seeded row of the
+// "aes128ctr" expansion on every instruction set against one assembled here from the portable engine.
+void check_aes(Report& rep) {
+  uint32_t key[4], rk[kAesRoundKeyWords], out[4];
+  for (uint32_t i = 0; i < 4; ++i) key[i] = (4 * i) | (4 * i + 1) << 8 | (4 * i + 2) << 16 | (4 * i + 3) << 24;
+  aes_expand_key(key, rk);
+  const uint32_t want[4] = {0xd8e0c469u, 0x30047b6au, 0x80b7cdd8u, 0x5ac5b470u};  // 69c4e0d8 6a7b0430 d8cdb780 70b4c55a
+  for (size_t i = 0;; ++i) {
+    const AesEngine* e = runnable_aes(i);
+    if (!e) break;
+    e->blocks(out, rk, 0x33221100u, 0x77665544u, 0xbbaa9988u, 0xffeeddccu, 1);  // plaintext 00112233..eeff
+    if (std::memcmp(out, want, sizeof want) != 0) return rep.fail(e->name, "AES-128 (FIPS 197 C.1)");
+    for (size_t blocks : {1u, 3u, 4u, 7u, 8u, 15u, 16u, 17u, 37u, 64u}) {
+      std::vector<uint32_t> a(4 * blocks), b(4 * blocks);
+      e->blocks(a.data(), rk, 0xFFFFFFF0u, 5, 1234577, 4096, blocks);  // the counter wraps past 2^32
+      aes_soft::aes_blocks(b.data(), rk, 0xFFFFFFF0u, 5, 1234577, 4096, blocks);
+      if (a != b) return rep.fail(e->name, "AES-128 counter blocks, " + std::to_string(blocks));
+    }
+  }
+}
+
+void check_aes_row(const Kernels& k, Report& rep, uint32_t q) {
+  uint32_t key[8], rk[kAesRoundKeyWords];
+  for (uint32_t& w : key) w = (uint32_t)rnd();
+  aes_expand_key(key, rk);
+  uint32_t mask = 1;
+  while (mask < q) mask = 2 * mask + 1;
+  for (uint32_t n : {64u, 1000u}) {
+    std::vector<uint32_t> out(n), ref;
+    k.uniform_row(out.data(), n, key, rk, 3, q);
+    for (uint32_t c = 0; ref.size() < n; ++c) {
+      uint32_t w[4];
+      aes_soft::aes_blocks(w, rk, c, 3, q, n, 1);
+      for (uint32_t v : w)
+        if ((v & mask) < q && ref.size() < n) ref.push_back(v & mask);
+    }
+    if (out != ref) return rep.fail(k.name, "aes128ctr row q=" + std::to_string(q));
+  }
 }
 
 }  // namespace
@@ -312,6 +383,7 @@ __attribute__((visibility("default"))) int hemx_native_selftest(char* report, si
     if (!qs[i] || !psis[i]) rep.fail("setup", "no NTT prime below 2^" + std::to_string(29 + i));
   }
   check_chacha_reference(rep);
+  check_aes(rep);
   int passed = 0;
   std::string names;
   for (size_t i = 0; !rep.failed; ++i) {
@@ -322,12 +394,22 @@ __attribute__((visibility("default"))) int hemx_native_selftest(char* report, si
       check_mul_shoup(*k, rep, qs[m]);
       check_inner_product(*k, rep, qs[m]);
       check_uniform(*k, rep, qs[m]);
+      check_aes_row(*k, rep, qs[m]);
       check_key_product(*k, rep, qs[m]);
     }
     const std::vector<uint32_t> src = {qs[0], qs[1], qs[2]};
     const std::vector<uint32_t> dst = {prime_below(1ull << 31, 2 * kMaxN, 1), prime_below(1ull << 28, 2 * kMaxN)};
     for (bool centered : {false, true})
       if (!rep.failed) check_bconv(*k, rep, src, dst, centered);
+    // wider conversions: whole and partial tiles of 16 sources and targets (the tile path), and past its 32
+    // sources (where it hands over to the vector path); moduli from every range, a block inside the row
+    for (size_t L : {7u, 16u, 20u, 33u}) {
+      std::vector<uint32_t> many_src, many_dst;
+      for (size_t i = 0; i < L; ++i) many_src.push_back(prime_below(bounds[i % 3], 2 * kMaxN, (int)(i / 3)));
+      for (size_t j = 0; j < 37; ++j) many_dst.push_back(prime_below(bounds[j % 3], 2 * kMaxN, (int)(j / 3) + 12));
+      for (bool centered : {false, true})
+        if (!rep.failed) check_bconv(*k, rep, many_src, many_dst, centered, 512, 128, 256);
+    }
     if (!rep.failed) check_gather(*k, rep);
     if (!rep.failed) {
       names += (passed ? ", " : "") + std::string(k->name);

@@ -25,7 +25,11 @@ def _cmd_info(args) -> int:
     info = machine_info()
     from hemx.kernels import native
 
+    from hemx.plan import plan_matrix_engine
+
+    engine = plan_matrix_engine().describe()  # AMX tiles for the basis conversion, or not, and why (first: it sets the ISA)
     info["native_kernels"] = native.describe()  # which NTT path is active here, and why
+    info["matrix_engine"] = engine
     info["compilation_cache"] = _compilation_cache_line()  # JAX persistent cache: where, on/off and why, size
     if args.json:
         print(json.dumps({"hemx": __version__, **info}))
@@ -184,6 +188,11 @@ def _cmd_bench_kernels(args) -> int:
 
         results += bench_native(threads=args.threads or 2, repeats=max(repeats, 5), console=console,
                                 peers=peers or ("desilofhe",))
+    if "engine" in suites:  # the native kernels with and without AMX tiles (hemx/bench/engine.py)
+        from hemx.bench.engine import bench_engine
+
+        results += bench_engine(threads=args.threads or 2, repeats=max(repeats, 5), console=console,
+                                **({"n": 1 << 12} if args.quick else {}))
     if "keyproduct" in suites:  # compact (seeded) vs full switching keys in the key product (hemx/bench/native.py)
         from hemx.bench.native import bench_key_product
 
@@ -426,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     k = bsub.add_parser("kernels", help="NTT, BAT, basis conversion and modular-reduction benchmarks")
     k.add_argument("--suite", default="ntt,bat,bconv,modred",
                    help="comma list of: ntt, bat, bconv, modred, layout, native, "
-                   "keyproduct (compact vs full switching keys)")
+                   "keyproduct (compact vs full switching keys), engine (native kernels with and without AMX tiles)")
     k.add_argument("--sets", default="A,B,C,D", help="CROSS parameter sets for the NTT suite")
     k.add_argument("--methods", default="", help="NTT methods (default: all)")
     k.add_argument("--batches", default="1,2,4,8,16,32,64", help="batch sizes for the NTT suite")
@@ -461,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "calling thread, as the peers' do) or async (JAX's own default); recorded per row")
     o.add_argument("--jax-kernels", action="store_true",
                    help="also time hemx with its pure-JAX kernels (HEMX_NATIVE=0, a fresh process per set)")
-    o.add_argument("--isa", default=None, choices=("auto", "avx512", "avx2", "neon", "scalar"),
+    o.add_argument("--isa", default=None, choices=("auto", "amx", "avx512", "avx2", "neon", "scalar"),
                    help="native kernels' instruction set for the run (default: HEMX_NATIVE_ISA, else the best this "
                         "CPU runs); recorded per row. The plan cache's key does not name the ISA: give each ISA its "
                         "own HEMX_CACHE_DIR, or plans timed here are reused by default-ISA runs")

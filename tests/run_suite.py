@@ -97,8 +97,9 @@ GROUPS = (
     # the kernels: the native library's tests with the planner and the ring; the JAX kernels with nt
     Group(("tests/kernels/native/test_native_ffi_safety.py", "tests/kernels/native/test_native_keyswitch.py",
            "tests/kernels/native/test_native_ntt.py", "tests/kernels/native/test_native_ntt_blocked.py",
-           "tests/kernels/native/test_native_ops.py", "tests/kernels/native/test_native_prng.py", "tests/plan",
-           "tests/ring"), 5.7),  # test_native_prng.py (issue 27, compact keys): about 1.3 min
+           "tests/kernels/native/test_native_ops.py", "tests/kernels/native/test_native_prng.py",
+           "tests/kernels/native/test_native_amx.py", "tests/plan", "tests/ring"),
+          6.5),  # test_native_prng.py (compact keys, both expansions): about 1.5 min; test_native_amx.py ~0.2 min
     # issue 25: four builds of csrc/ (g++ -O3/-O0, clang++, aarch64 cross) checked as objects, self-tests under
     # qemu (x86-64 CPU models without AVX-512 / AVX, aarch64), and hemx itself under qemu -cpu max
     Group(("tests/kernels/native/test_native_build.py",), 6.5),

@@ -61,6 +61,7 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
 
     from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
     from hemx.circuits.bootstrap import bootstrapper_for
+    from hemx.kernels import native
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
@@ -97,7 +98,11 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
     both = execution == "both"
     if both:
         timed(ct, "never")  # the eager circuit's warm-up (its operations' own XLA programs)
-    times, single, eager = [], [], []
+    # where the planner put the basis conversions on AMX tiles: the same program with the vector kernels alongside
+    # (the native instruction set is read when a kernel runs, so one compiled program serves both)
+    engine = ctx.engine
+    vector = engine_ab_partner(engine)
+    times, single, eager, vector_times = [], [], [], []
     usage = CpuUsage(0.0, 0.0, 0, 0)  # the timed batch calls': user / system seconds, page faults
     for _ in range(repeats):  # alternated: the batch, one ciphertext alone and the eager circuit see one machine
         before = cpu_usage()
@@ -109,7 +114,19 @@ def _hemx_worker(preset: str, repeats: int, iterations: int, seed: int, slots: i
         if both:
             eager_out, t = timed(ct, "never")
             eager.append(t)
-    executed = {"execution": execution, "compile_s": compile_s if execution != "eager" else None}
+        if vector:
+            native.select_isa(vector)
+            try:
+                vector_out, t = timed(ct)
+            finally:
+                native.select_isa(engine.isa)
+            vector_times.append(t)
+    executed = {"execution": execution, "compile_s": compile_s if execution != "eager" else None,
+                "matrix_engine": engine.describe()}
+    if vector:
+        executed.update(vector_isa=vector, vector_median_s=statistics.median(vector_times),
+                        engine_speedup=statistics.median(vector_times) / statistics.median(times),
+                        engine_bit_exact=bool(np.array_equal(np.asarray(out.data), np.asarray(vector_out.data))))
     if both:
         executed.update(eager_median_s=statistics.median(eager),
                         compiled_speedup=statistics.median(eager) / statistics.median(times),
@@ -384,9 +401,29 @@ def print_report(results: list[BenchResult], console) -> None:
         line = cpu_line(r.extra.get("cpu"))
         if line:
             console.print(f"{r.name}: {line}")
-        line = execution_line(r.extra)
-        if line:
-            console.print(f"{r.name}: {line}")
+        for line in (execution_line(r.extra), engine_line(r.extra)):
+            if line:
+                console.print(f"{r.name}: {line}")
+
+
+def engine_ab_partner(engine) -> str | None:
+    """The vector instruction set to time beside ``engine`` (a :class:`hemx.plan.engine.EngineChoice`) when it put
+    the basis conversions on AMX tiles, else None (nothing to compare)."""
+    from hemx.kernels import native
+    from hemx.plan.engine import ENGINE_ISA
+
+    if engine.isa != ENGINE_ISA:
+        return None
+    return next((isa for isa in native.runnable_isas() if isa != ENGINE_ISA), None)
+
+
+def engine_line(row: dict) -> str:
+    """The matrix engine's same-process A/B (the AMX tiles against the vector kernels), as a line; "" without one."""
+    if "vector_median_s" not in row:
+        return ""
+    return (f"basis conversions on AMX tiles; the same program on {row['vector_isa']} alternately: "
+            f"{row['vector_median_s']:.2f} s, the tiles {row['engine_speedup']:.2f}x faster, "
+            f"bit-exact {row['engine_bit_exact']} (planner: {row['matrix_engine']})")
 
 
 def execution_line(row: dict) -> str:
@@ -450,4 +487,4 @@ if __name__ == "__main__":
 
 
 __all__ = ["bench_bootstrap", "run_side", "print_report", "plot", "desilo_key_kind", "parse_lattigo", "SIDES",
-           "LATTIGO_ENV", "LATTIGO_PARAMS", "EXECUTION", "execution_line"]
+           "LATTIGO_ENV", "LATTIGO_PARAMS", "EXECUTION", "execution_line", "engine_line", "engine_ab_partner"]

@@ -569,8 +569,15 @@ def _bench_key_product(**kw) -> list[BenchResult]:
     return bench_key_product(**kw)
 
 
+def _bench_engine(**kw) -> list[BenchResult]:
+    from hemx.bench.engine import bench_engine  # noqa: PLC0415 - optional library
+
+    return bench_engine(**kw)
+
+
 SUITES: dict[str, Callable[..., list[BenchResult]]] = {
     "native": _bench_native,
+    "engine": _bench_engine,
     "keyproduct": _bench_key_product,
     "ntt": bench_ntt,
     "bat": bench_bat,

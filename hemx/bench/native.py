@@ -151,27 +151,33 @@ def bench_key_product(*, shape: tuple[int, int, int] = KEY_PRODUCT_SHAPE, batche
     q = jnp.asarray(np.asarray(qs, np.uint32))
     stream = jnp.asarray(rng.integers(0, 1 << 32, size=8, dtype=np.uint64).astype(np.uint32))
     half = jax.device_put(np.stack([np.asarray(_residues(rng, (n,), qs)) for _ in range(d)])[:, None])
-    full = jnp.concatenate([half, native.uniform(stream, q, digits=d, n=n)[:, None]], axis=1)
-    compact_fn = jax.jit(lambda a, b: native.key_product(a, b, q, stream=stream))
+    xofs = ("aes128ctr", "chacha20") if native.has_aes_streams() else ("chacha20",)
     full_fn = jax.jit(lambda a, b: native.key_product(a, b, q))
-    rows_fn = jax.jit(lambda: native.uniform(stream, q, digits=d, n=n))
     probe = jax.device_put(np.stack([np.asarray(_residues(rng, (n,), qs)) for _ in range(d)]))
-    if not bool(jnp.array_equal(compact_fn(probe, half), full_fn(probe, full))):  # the two must be one product
-        raise BackendError("the compact and the full key's products differ: the native library is broken")
+    compact_fns, rows_fns, fulls = {}, {}, {}
+    for xof in xofs:
+        compact_fns[xof] = jax.jit(lambda a, b, x=xof: native.key_product(a, b, q, stream=stream, xof=x))
+        rows_fns[xof] = jax.jit(lambda x=xof: native.uniform(stream, q, digits=d, n=n, xof=x))
+        fulls[xof] = jnp.concatenate([half, native.uniform(stream, q, digits=d, n=n, xof=xof)[:, None]], axis=1)
+        if not bool(jnp.array_equal(compact_fns[xof](probe, half), full_fn(probe, fulls[xof]))):
+            raise BackendError(f"the compact ({xof}) and the full key's products differ: the native library is broken")
+    full = fulls[xofs[0]]
     results = []
     native.set_max_threads(threads)
     try:
         for batch in batches:
             a = jax.device_put(np.stack([np.asarray(_residues(rng, (batch, n), qs)) for _ in range(d)], axis=-3))
-            calls = {"compact key": lambda a=a: compact_fn(a, half), "full key": lambda a=a: full_fn(a, full)}
+            calls = {f"compact key ({x})": (lambda a=a, x=x: compact_fns[x](a, half)) for x in xofs}
+            calls["full key"] = lambda a=a: full_fn(a, full)
             if batch == batches[0]:
-                calls["seeded rows alone"] = rows_fn
+                calls.update({f"seeded rows ({x})": rows_fns[x] for x in xofs})
             times = time_interleaved(calls, repeats=repeats)
             base = times["full key"].median_s
             for name, t in times.items():
                 key_words = (2 if name == "full key" else 1) * d * m * n
                 extra = {"ratio_to_full_key": t.median_s / base, "interleaved": True, "isa": native.isa(),
-                         "key_bytes_read": 4 * key_words if name != "seeded rows alone" else 0}
+                         "key_bytes_read": 4 * key_words if not name.startswith("seeded rows") else 0,
+                         "aes_engine": native.aes_engine() if native.has_aes_streams() else None}
                 results.append(BenchResult("keyproduct", name, {"digits": d, "rows": m, "n": n, "batch": batch,
                                                                 "threads": threads},
                                            t.median_s, t.min_s, batch / t.median_s, "ct/s", extra))
@@ -187,8 +193,9 @@ def print_key_product(results: Sequence[BenchResult], console: Console | None = 
     if not rows:
         return
     p = rows[0].params
+    engine = rows[0].extra.get("aes_engine")
     tab = Table(title=f"key product, {p['digits']} digits x {p['rows']} rows x N={p['n']}, {p['threads']} threads "
-                      f"({rows[0].extra['isa']})")
+                      f"({rows[0].extra['isa']}{', AES on ' + engine if engine else ''})")
     for col in ("kernel", "batch", "median ms", "x full key", "key MiB read"):
         tab.add_column(col)
     for r in rows:

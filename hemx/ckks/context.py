@@ -98,8 +98,9 @@ class Context:
 
     Attributes:
         encoder, key_generator, encryptor, decryptor, evaluator: the parts (module docstring).
-        params, id, slots, num_p, basis, placement, mesh, planned, reduction, keyswitch, ring, plan, key_storage,
-        tables, sampler, decryption_check: the settings and resources the parts share.
+        params, id, slots, num_p, basis, placement, mesh, engine, planned, reduction, keyswitch, ring, plan,
+        key_storage, tables, sampler, decryption_check: the settings and resources the parts share (``engine``: the
+        :class:`hemx.plan.engine.EngineChoice`, whether the native kernels use the CPU's AMX tiles).
     """
 
     def __init__(self, params: CKKSParameters, *, slots: int | None = None, ntt: str | None = None,
@@ -120,6 +121,7 @@ class Context:
         forced_flow = None if keyswitch is None else check_dataflow(keyswitch)
         method = self.placement.resolve_ntt(ntt, ntt_split=ntt_split)  # on a mesh: a pure-JAX NTT
         with self.placement.kernels():  # on a mesh: planned and resolved with the native kernels off
+            self.engine = planner.plan_matrix_engine(planning=planning)  # first: the NTT plan's key names the ISA
             self.planned = planner.plan_ntt(params.n, self.basis, method=method, reduction=reduction,
                                             split=ntt_split, bp=bp, planning=planning)
             variant = self.planned.variant

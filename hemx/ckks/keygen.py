@@ -18,7 +18,7 @@ import numpy as np
 from hemx.ckks import encoder, evaluator
 from hemx.ckks import keyswitch as ks
 from hemx.ckks.ciphertext import Ciphertext, Plaintext
-from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey, new_id
+from hemx.ckks.keys import DEFAULT_XOF, STREAM_XOFS, EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey, new_id
 from hemx.ckks.sampling import expand_seed, stream_key, uniform_rows
 from hemx.ckks.validation import check_int
 from hemx.errors import ParameterError
@@ -102,8 +102,9 @@ def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: i
                   level: int | None = None) -> SwitchingKey:
     """Hybrid key from ``s_src`` to ``s``: per digit ``b_d = -a_d s + e_d + P g_d s_src`` over ``P + Q``.
 
-    The uniform ``a_d`` are the ChaCha20 rows of a fresh 32-byte seed (:func:`hemx.ckks.sampling.expand_seed`,
-    ``xof="chacha20"``), kept on the key (serialization stores ``b_d`` and the seed). The key holds uint32
+    The uniform ``a_d`` are the rows of a fresh 32-byte seed by the default expansion
+    (:data:`hemx.ckks.keys.DEFAULT_XOF`, AES-128 in counter mode; :func:`hemx.ckks.sampling.expand_seed`), kept on the
+    key (serialization stores ``b_d`` and the seed). The key holds uint32
     ``(D, 2, num_p + L, N)``, or with ``ctx.key_storage == "compact"`` only ``(D, 1, num_p + L, N)`` (the ``b_d``)
     and the stream key, its ``a_d`` generated inside each key switch. ``level``: serve ciphertexts up to that level
     only: the ``(D_l, ., num_p + L_l, N)`` leading rows of the key the same seed and errors would give in full
@@ -113,7 +114,7 @@ def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: i
     num_p = ctx.num_p
     seed = smp.seed()
     stream = stream_key(seed)
-    a = uniform_rows(stream, ctx.basis[:m], digits=num_d, n=p.n)
+    a = uniform_rows(stream, ctx.basis[:m], digits=num_d, n=p.n, xof=DEFAULT_XOF)
     errors = jnp.asarray(smp.gaussian((num_d, p.n), p.sigma).astype(np.int32))  # |e| <= 6 sigma
     big_p = math.prod(p.special_moduli)
     gadget = np.zeros((num_d, m, 1), dtype=np.uint32)  # [P]_{q_i} on digit d's own Q limbs, 0 elsewhere
@@ -121,7 +122,7 @@ def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: i
         for i in range(lo, min(hi, m - num_p)):
             gadget[d, num_p + i, 0] = big_p % p.moduli[i]
     b = _key_halves(errors, a, s_ntt[:m], s_src[:m], jnp.asarray(gadget), ctx.plan, rows=m)
-    meta = dict(seed=seed, level=level, xof="chacha20")
+    meta = dict(seed=seed, level=level, xof=DEFAULT_XOF)
     if ctx.key_storage == "compact":
         return SwitchingKey(b[:, None], kind, galois, ctx.id, key_id, stream=jnp.asarray(stream), **meta)
     return SwitchingKey(jnp.stack([b, a], axis=1), kind, galois, ctx.id, key_id, **meta)
@@ -147,22 +148,23 @@ def full_key(ctx, key: SwitchingKey) -> SwitchingKey:
     if not key.compact:
         return key
     d, _, m, n = key.data.shape
-    a = uniform_rows(np.asarray(key.stream), ctx.basis[:m], digits=d, n=n)
+    a = uniform_rows(np.asarray(key.stream), ctx.basis[:m], digits=d, n=n, xof=key.xof)
     return dataclasses.replace(key, data=jnp.concatenate([key.data, a[:, None]], axis=1), stream=None)
 
 
 def compact_key(ctx, key: SwitchingKey) -> SwitchingKey:
-    """``key`` as a compact key (its ``b_d`` and stream key; half the bytes): a full key seeded with the ChaCha20
-    expansion drops its stored ``a_d`` after checking that they are the seed's expansion (every digit's first
-    row); a compact key as it is. Keys without a seed, or seeded with SHAKE-256 (made before format version 5),
-    cannot be compact (:class:`ParameterError`)."""
+    """``key`` as a compact key (its ``b_d`` and stream key; half the bytes): a full key seeded with a stream
+    expansion (AES-128 or ChaCha20) drops its stored ``a_d`` after checking that they are the seed's expansion (every
+    digit's first row); a compact key as it is. Keys without a seed, or seeded with SHAKE-256 (made before format
+    version 5), cannot be compact (:class:`ParameterError`)."""
     if key.compact:
         return key
-    if key.seed is None or key.xof != "chacha20":
-        raise ParameterError(f"only keys seeded with the chacha20 expansion can be compact; this one has "
+    if key.seed is None or key.xof not in STREAM_XOFS:
+        raise ParameterError(f"only keys seeded with a stream expansion {STREAM_XOFS} can be compact; this one has "
                              f"{'no seed' if key.seed is None else 'a ' + key.xof + ' seed'}")
     stream = stream_key(key.seed)
-    first = np.asarray(uniform_rows(stream, ctx.basis[:1], digits=key.data.shape[0], n=key.data.shape[-1]))[:, 0]
+    first = np.asarray(uniform_rows(stream, ctx.basis[:1], digits=key.data.shape[0], n=key.data.shape[-1],
+                                    xof=key.xof))[:, 0]
     if not np.array_equal(np.asarray(key.data[:, 1, 0]), first):
         raise ParameterError("the key's uniform halves are not its seed's expansion (the key was changed after "
                              "keygen): it cannot be made compact")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from typing import Mapping, NamedTuple
+from typing import Mapping
 
 import jax
 import numpy as np
@@ -58,17 +58,20 @@ jax.tree_util.register_dataclass(SecretKey, data_fields=["coeffs", "ntt"], meta_
 jax.tree_util.register_dataclass(PublicKey, data_fields=["data"], meta_fields=["context_id", "key_id"])
 
 
-class KeyMaterial(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class KeyMaterial:
     """What the key-switching kernels read of a switching key (a pytree; :attr:`SwitchingKey.material`).
 
     Attributes:
         data: uint32 ``(D, 2, M, N)``, the pairs ``(b_d, a_d)``; or ``(D, 1, M, N)``, the ``b_d`` alone, for a
             compact key whose uniform halves are generated inside each key switch from ``stream``.
         stream: uint32 ``(8,)`` stream key of a compact key's uniform halves (:mod:`hemx.kernels.prng`), else None.
+        xof: the expansion of ``stream`` ("chacha20" or "aes128ctr"; static).
     """
 
     data: jax.Array
     stream: jax.Array | None = None
+    xof: str = "chacha20"
 
     @property
     def compact(self) -> bool:
@@ -84,11 +87,16 @@ class KeyMaterial(NamedTuple):
         return int(self.data.shape[-2])
 
 
+jax.tree_util.register_dataclass(KeyMaterial, data_fields=["data", "stream"], meta_fields=["xof"])
+
 #: Seed expansions a switching key's uniform halves may come from (:func:`hemx.ckks.sampling.expand_seed`):
-#: SHAKE-256 (keys made before format version 5; expanded on load) and the ChaCha20 streams of hemx.kernels.prng,
-#: which keys are made with now and which compact keys generate inside the key switch.
-XOFS = ("shake256", "chacha20")
-DEFAULT_XOF = "chacha20"
+#: SHAKE-256 (keys made before format version 5; expanded on load), and the ChaCha20 and AES-128 counter streams of
+#: hemx.kernels.prng, which compact keys generate inside the key switch. Keys are made with AES-128 now: CPUs run it
+#: on their AES instructions, which makes a compact key's product cost about a full key's (docs/ckks.md).
+XOFS = ("shake256", "chacha20", "aes128ctr")
+DEFAULT_XOF = "aes128ctr"
+#: The expansions a compact key can generate inside the key switch.
+STREAM_XOFS = ("chacha20", "aes128ctr")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +158,7 @@ class SwitchingKey:
     @property
     def material(self) -> KeyMaterial:
         """The arrays the key-switching kernels read (:class:`KeyMaterial`)."""
-        return KeyMaterial(self.data, self.stream)
+        return KeyMaterial(self.data, self.stream, self.xof if self.xof in STREAM_XOFS else "chacha20")
 
     @property
     def nbytes(self) -> int:

@@ -127,7 +127,7 @@ def key_rows(key, plan, *, digits: int, rows: int):
     if key.stream is None:
         return key.data[:digits, :, :rows, :]
     q = limb_table(plan, 0, rows).q.reshape(-1)
-    a = prng.uniform_rows(key.stream, q, digits=digits, n=key.data.shape[-1])
+    a = prng.uniform_rows(key.stream, q, digits=digits, n=key.data.shape[-1], xof=key.xof)
     return jnp.stack([key.data[:digits, 0, :rows, :], a], axis=1)
 
 
@@ -170,7 +170,8 @@ def inner_product(ext, key, plan, *, num_p: int, num_q: int, index_map=None):
 
     if not reads_keys_in_place():
         return jax_fn(ext, key, table, index_map)
-    return native.on_cpu(lambda x, k, tab, imap: native.key_product(x, k.data, tab.q, stream=k.stream, index_map=imap),
+    return native.on_cpu(lambda x, k, tab, imap: native.key_product(x, k.data, tab.q, stream=k.stream, index_map=imap,
+                                                                    xof=k.xof),
                          jax_fn, ext, key, table, index_map)
 
 

@@ -10,11 +10,14 @@ from a 32-byte seed (:meth:`Sampler.seed`, from the OS CSPRNG) by :func:`expand_
 the seed instead of ``a_d`` (as SEAL and Lattigo do), and a compact key in memory holds only its ``b_d`` and a
 stream key, its ``a_d`` generated inside each key switch. One stream per (digit, modulus), turned into exact
 uniform residues by rejection sampling; the expansion is a fixed function of the seed and part of the
-serialization format. Two exist:
+serialization format. Three exist:
 
-* ``"chacha20"`` (keys made now; format version 5): the ChaCha20 streams of :mod:`hemx.kernels.prng` under the
-  stream key :func:`stream_key` = the first 32 bytes of SHAKE-256(``CHACHA_LABEL`` || seed). Fast enough to run
-  inside the key switch (native AVX-512 / AVX2 / NEON kernels, and JAX everywhere else).
+* ``"aes128ctr"`` (keys made now; format version 6): AES-128 in counter mode (:mod:`hemx.kernels.prng`) under the
+  first 4 words of the stream key :func:`stream_key` = the first 32 bytes of SHAKE-256(``CHACHA_LABEL`` || seed).
+  CPUs run it on their AES instructions (VAES on AVX-512, AES-NI, AArch64's FEAT_AES; a portable engine elsewhere)
+  inside the key switch, so a compact key's product costs about what a full key's does; JAX everywhere else.
+* ``"chacha20"`` (keys made with format version 5): the ChaCha20 streams of :mod:`hemx.kernels.prng` under the
+  whole stream key (native AVX-512 / AVX2 / NEON kernels, and JAX everywhere else).
 * ``"shake256"`` (keys made before; ``XOF_LABEL``): SHAKE-256 of the label, the seed and (N, digit, q); such keys
   are expanded whole when loaded.
 
@@ -147,8 +150,9 @@ def _words_needed(n: int, q: int) -> int:
 
 
 def stream_key(seed: bytes) -> np.ndarray:
-    """The ChaCha20 stream key of a seed: uint32 ``(8,)``, the first 32 bytes of SHAKE-256(``CHACHA_LABEL`` ||
-    seed) as little-endian words (:mod:`hemx.kernels.prng`)."""
+    """The stream key of a seed: uint32 ``(8,)``, the first 32 bytes of SHAKE-256(``CHACHA_LABEL`` || seed) as
+    little-endian words (:mod:`hemx.kernels.prng`). The ChaCha20 expansion takes all 8 words as its key, the AES-128
+    one the first 4 (a key is expanded by one of them: its ``xof``)."""
     seed = check_seed(seed)
     return np.frombuffer(hashlib.shake_256(CHACHA_LABEL + seed).digest(32), dtype="<u4").astype(np.uint32)
 
@@ -161,8 +165,9 @@ def expand_seed(seed: bytes, moduli: Sequence[int], n: int, digits: int = 1, *, 
     are expanded with it or in which order (a key expanded at a lower level, or over a reordered basis, agrees on
     every shared limb).
 
-    * ``xof="chacha20"``: the ChaCha20 stream of ``(stream_key(seed), d, q, n)`` (:mod:`hemx.kernels.prng`: masked
-      rejection sampling), by the native kernel where available, else the JAX definition (bit-identical).
+    * ``xof="aes128ctr"`` / ``"chacha20"``: the AES-128 counter (or ChaCha20) stream of ``(stream_key(seed), d, q,
+      n)`` (:mod:`hemx.kernels.prng`: masked rejection sampling), by the native kernel where available, else the JAX
+      definition (bit-identical).
     * ``xof="shake256"``: the SHAKE-256 stream of ``XOF_LABEL || seed || n || d || q`` (64-bit little-endian
       integers) read as little-endian 32-bit words, of which those below ``floor(2^32 / q) q`` are kept and
       reduced mod ``q`` (exactly uniform: each residue has the same number of preimages); the first ``n`` kept
@@ -177,14 +182,14 @@ def expand_seed(seed: bytes, moduli: Sequence[int], n: int, digits: int = 1, *, 
     if any(not 1 < q < 1 << 32 for q in qs):
         raise ParameterError(f"moduli must be in (1, 2^32), got {qs}")
     n, digits = int(n), int(digits)
-    if xof == "chacha20":
+    if xof in prng.STREAM_XOFS:
         if any(q % 2 == 0 or q >= 1 << 31 for q in qs):
-            raise ParameterError(f"the chacha20 expansion needs odd moduli below 2^31, got {qs}")
+            raise ParameterError(f"the {xof} expansion needs odd moduli below 2^31, got {qs}")
         if not digits or not qs:
             return np.empty((digits, len(qs), n), dtype=np.uint32)
-        return np.asarray(uniform_rows(stream_key(seed), qs, digits=digits, n=n))
+        return np.asarray(uniform_rows(stream_key(seed), qs, digits=digits, n=n, xof=xof))
     if xof != "shake256":
-        raise ParameterError(f"unknown seed expansion {xof!r}; choose 'chacha20' or 'shake256'")
+        raise ParameterError(f"unknown seed expansion {xof!r}; choose one of {prng.STREAM_XOFS + ('shake256',)}")
     out = np.empty((digits, len(qs), n), dtype=np.uint32)
     for l, q in enumerate(qs):
         top = np.uint32(((1 << 32) // q) * q - 1)  # keep words <= top: below the largest multiple of q
@@ -197,14 +202,15 @@ def expand_seed(seed: bytes, moduli: Sequence[int], n: int, digits: int = 1, *, 
     return out
 
 
-def uniform_rows(key, moduli, *, digits: int, n: int):
-    """The ChaCha20 rows ``(digits, m, n)`` of a stream key over ``moduli`` (:mod:`hemx.kernels.prng`), a JAX
-    array: the native kernel on CPU where the library has it, the JAX definition elsewhere (bit-identical)."""
+def uniform_rows(key, moduli, *, digits: int, n: int, xof: str = "chacha20"):
+    """The rows ``(digits, m, n)`` of a stream key over ``moduli`` by the expansion ``xof`` ("chacha20" or
+    "aes128ctr"; :mod:`hemx.kernels.prng`), a JAX array: the native kernel on CPU where the library has it, the JAX
+    definition elsewhere (bit-identical)."""
     key = np.asarray(key, dtype=np.uint32)
     q = np.asarray([int(x) for x in moduli], dtype=np.uint32)
-    if native.has_seeded_keys():
-        return native.uniform(key, q, digits=digits, n=n)
-    return prng.uniform_rows(key, q, digits=digits, n=n)
+    if native.has_seeded_keys() and (xof == "chacha20" or native.has_aes_streams()):
+        return native.uniform(key, q, digits=digits, n=n, xof=xof)
+    return prng.uniform_rows(key, q, digits=digits, n=n, xof=xof)
 
 
 def _long_row(seed: bytes, n: int, digit: int, q: int, count: int) -> np.ndarray:

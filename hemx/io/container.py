@@ -19,7 +19,9 @@ version reads every one. Version 3 (magnitude bounds) adds one header field to c
 the public bound on ``max |value|`` the object carries (``Ciphertext.bound``); one without a bound is still written as
 version 1. Version 4 adds levelled switching keys (``"level"`` / ``"levels"``). Version 5 names the seed expansion
 of seeded keys made with the ChaCha20 streams (``"xof": "chacha20"`` for a lone key, ``"xofs"`` by section name in a
-bundle); a seed without that field is expanded with SHAKE-256, as every key of versions 2-4 was.
+bundle); a seed without that field is expanded with SHAKE-256, as every key of versions 2-4 was. Version 6 adds
+the AES-128 counter expansion (``"aes128ctr"``), the one keys are made with now; keys of the other expansions are
+still written with the version that first had them.
 
 The checksum detects truncation and accidental corruption; it is not a signature (anyone can recompute it),
 so every decoded field is validated as well. Nothing here is executable: no pickle, no object graphs.
@@ -37,12 +39,13 @@ from typing import Mapping, Sequence
 from hemx.errors import SerializationError
 
 MAGIC = b"\x89HEMX\r\n\x1a"
-FORMAT_VERSION = 5  # the newest version this hemx reads and writes
+FORMAT_VERSION = 6  # the newest version this hemx reads and writes
 BASE_VERSION = 1  # what objects without seeded keys are written as
 SEEDED_KEYS_VERSION = 2  # the first version with seeded switching keys
 MAGNITUDE_BOUND_VERSION = 3  # the first version whose ciphertexts / plaintexts may carry max_abs
 LEVELLED_KEYS_VERSION = 4  # the first version with switching keys that serve levels up to l only (fewer rows)
 NAMED_XOF_VERSION = 5  # the first version whose seeded keys may name their seed expansion ("chacha20")
+AES_XOF_VERSION = 6  # the first version whose seeded keys may name the AES-128 counter expansion ("aes128ctr")
 PREFIX = struct.Struct("<8sHHI")
 DIGEST_SIZE = 32
 MAX_HEADER = 1 << 24  # a header is metadata only; anything larger is not ours

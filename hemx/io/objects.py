@@ -23,8 +23,8 @@ Seeded switching keys (format version 2): a key made by ``keygen`` carries the 3
 ``a_d`` were expanded from (:func:`hemx.ckks.sampling.expand_seed`); it is stored as its ``b_d`` plus the seed in
 the header (64 hex digits: ``"seed"`` for a lone key, ``"seeds"`` by section name in a bundle), and loading expands
 the ``a_d`` again. Half the bytes of the unseeded layout. A key without a seed is stored whole, as in version 1.
-Keys made since format version 5 expand their seeds with ChaCha20 (``"xof": "chacha20"``, ``"xofs"`` by section
-name; absent: SHAKE-256). Such a key loads as the context holds keys (``Context.key_storage``): compact (its ``b_d``
+Keys made since format version 6 expand their seeds with AES-128 in counter mode (``"xof": "aes128ctr"``), those of
+version 5 with ChaCha20 (``"xof": "chacha20"``; ``"xofs"`` by section name in a bundle; absent: SHAKE-256). Such a key loads as the context holds keys (``Context.key_storage``): compact (its ``b_d``
 and the stream key, the ``a_d`` generated inside each key switch: nothing to expand) or full (expanded on load).
 """
 
@@ -41,13 +41,14 @@ from hemx.ckks.context import Context
 from hemx.ckks.keygen import full_key, key_dims
 from hemx.ckks.keys import EvaluationKeys, KeySet, PublicKey, SecretKey, SwitchingKey
 from hemx.ckks.params import CKKSParameters
-from hemx.ckks.keys import XOFS
+from hemx.ckks.keys import STREAM_XOFS, XOFS
 from hemx.ckks.sampling import SEED_BYTES, expand_seed, stream_key
 from hemx.errors import ContextMismatchError, KeyMismatchError, ParameterError, SecretMaterialError, SerializationError
 from hemx.io import bitpack, keytags
 from hemx.io import parameters as param_codec
 from hemx.io.container import (
-    BASE_VERSION, LEVELLED_KEYS_VERSION, MAGNITUDE_BOUND_VERSION, NAMED_XOF_VERSION, SEEDED_KEYS_VERSION, Envelope,
+    AES_XOF_VERSION, BASE_VERSION, LEVELLED_KEYS_VERSION, MAGNITUDE_BOUND_VERSION, NAMED_XOF_VERSION, SEEDED_KEYS_VERSION,
+    Envelope,
     HeaderReader,
 )
 
@@ -333,7 +334,7 @@ def _check_seed_matches(key: SwitchingKey, params: CKKSParameters) -> None:
     if not isinstance(key.seed, bytes) or len(key.seed) != SEED_BYTES:
         raise SerializationError(f"a switching key's seed must be {SEED_BYTES} bytes")
     if key.compact:
-        if key.xof != "chacha20" or not np.array_equal(np.asarray(key.stream), stream_key(key.seed)):
+        if key.xof not in STREAM_XOFS or not np.array_equal(np.asarray(key.stream), stream_key(key.seed)):
             raise SerializationError("the compact switching key's stream key does not match its seed (the key was "
                                      "changed after keygen); rebuild it with dataclasses.replace(key, seed=None) to "
                                      "store it whole")
@@ -351,11 +352,11 @@ def _check_seed_matches(key: SwitchingKey, params: CKKSParameters) -> None:
 def _seeded_key(b: np.ndarray, seed: bytes, xof: str, context: Context, kind: str, galois: int | None, key_id: int,
                 level: int | None) -> SwitchingKey:
     """A seeded key from its stored ``b_d`` ``(D, M, N)`` and its seed (``M = k + L``, or fewer limbs for a key that
-    serves the lower levels only): compact where the context keeps compact keys and the expansion is ChaCha20,
-    else with its ``a_d`` expanded."""
+    serves the lower levels only): compact where the context keeps compact keys and the expansion is a stream one
+    (AES-128 or ChaCha20), else with its ``a_d`` expanded."""
     params = context.params
     meta = dict(seed=seed, level=level, xof=xof)
-    if xof == "chacha20" and context.key_storage == "compact":
+    if xof in STREAM_XOFS and context.key_storage == "compact":
         return SwitchingKey(jnp.asarray(b)[:, None], kind, galois, context.id, key_id,
                             stream=jnp.asarray(stream_key(seed)), **meta)
     a = expand_seed(seed, pq_moduli(params)[: b.shape[1]], params.n, b.shape[0], xof=xof)
@@ -375,12 +376,22 @@ def _check_levels_allowed(envelope: Envelope, what: str) -> None:
         )
 
 
-def _check_xof_allowed(envelope: Envelope, what: str, seeded: bool) -> None:
+def _xof_version(xof: str) -> int:
+    """The first format version that names the seed expansion ``xof`` (SHAKE-256: never named)."""
+    return AES_XOF_VERSION if xof == "aes128ctr" else NAMED_XOF_VERSION
+
+
+def _check_xof_allowed(envelope: Envelope, what: str, seeded: bool, xofs=()) -> None:
     if envelope.version < NAMED_XOF_VERSION:
         raise SerializationError(
             f"the {what} header names a seed expansion, which format version {envelope.version} does not have "
             f"(it came with version {NAMED_XOF_VERSION}); the data was altered"
         )
+    for xof in xofs:
+        if envelope.version < _xof_version(xof):
+            raise SerializationError(
+                f"the {what} header names the {xof} seed expansion, which format version {envelope.version} does "
+                f"not have (it came with version {_xof_version(xof)}); the data was altered")
     if not seeded:
         raise SerializationError(f"the {what} header names a seed expansion but holds no seed")
 
@@ -431,7 +442,7 @@ def encode_switching_key(key: SwitchingKey, context: Context) -> Encoded:
     header["seed"] = key.seed.hex()
     version = max(version, SEEDED_KEYS_VERSION)
     if key.xof != "shake256":  # absent for SHAKE-256 seeds: versions 2-4 read them as before
-        header["xof"], version = key.xof, NAMED_XOF_VERSION
+        header["xof"], version = key.xof, _xof_version(key.xof)
     return Encoded("switching_key", header, (section,), version)
 
 
@@ -447,7 +458,7 @@ def decode_switching_key(envelope: Envelope, context: Context) -> SwitchingKey:
     if seed is not None:
         _check_seeds_allowed(envelope, "switching key")
     if "xof" in envelope.header:
-        _check_xof_allowed(envelope, "switching key", seed is not None)
+        _check_xof_allowed(envelope, "switching key", seed is not None, (xof,))
     if level is not None:
         _check_levels_allowed(envelope, "switching key")
     _check_galois(params, kind, galois)
@@ -517,7 +528,7 @@ def encode_evaluation_keys(keys: EvaluationKeys, context: Context) -> Encoded:
     header["seeds"] = seeds  # section name -> seed of the key stored there as its b_d alone
     version = max(version, SEEDED_KEYS_VERSION)
     if xofs:  # section name -> the seed's expansion where it is not SHAKE-256 (absent: versions 2-4 read it)
-        header["xofs"], version = xofs, NAMED_XOF_VERSION
+        header["xofs"], version = xofs, max(_xof_version(x) for x in xofs.values())
     return Encoded("evaluation_keys", header, tuple(sections), version)
 
 
@@ -536,7 +547,7 @@ def decode_evaluation_keys(envelope: Envelope, context: Context) -> EvaluationKe
     if has_seeds:
         _check_seeds_allowed(envelope, "evaluation keys")
     if "xofs" in envelope.header:
-        _check_xof_allowed(envelope, "evaluation keys", has_seeds)
+        _check_xof_allowed(envelope, "evaluation keys", has_seeds, tuple(xofs.values()))
         if not xofs or set(xofs) - set(seeds):
             raise SerializationError(f"the evaluation keys name seed expansions for {sorted(set(xofs) - set(seeds))} "
                                      "which hold no seed, or an empty map")

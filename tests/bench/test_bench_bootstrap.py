@@ -46,11 +46,24 @@ def test_bench_bootstrap_sparse_slots_json_and_plot(tmp_path):
     assert e["compiled_bit_exact"] is True
     assert e["compiled_speedup"] == pytest.approx(e["eager_median_s"] / e["median_s"])
     assert "the circuit as one compiled program" in proc.stdout and "bit-exact True" in proc.stdout
+    assert e["matrix_engine"]  # which native kernels ran (planning is off in the tests: the vector ones, no A/B)
     # the key count is the sparse circuit's: its rotations and conjugation, relinearization, two encapsulation keys
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureParametersWarning)
         boot = BootstrapParameters.create(CKKSParameters.preset("boot_12", allow_insecure=True), slots=64)
     assert e["keys"] == len(boot.galois_elements) + 1 + 2 == boot.key_count + 1
+
+
+def test_engine_line_reports_the_tiles_against_the_vector_kernels():
+    from hemx.bench.bootstrap import engine_ab_partner, engine_line
+    from hemx.plan.engine import EngineChoice
+
+    assert engine_ab_partner(EngineChoice("avx512", "static")) is None  # no tiles in use: nothing to compare
+    assert engine_line({"matrix_engine": "avx512 (static)"}) == ""
+    row = {"matrix_engine": "amx (cache)", "vector_isa": "avx512", "vector_median_s": 9.58, "engine_speedup": 1.16,
+           "engine_bit_exact": True}
+    line = engine_line(row)
+    assert "on avx512" in line and "9.58 s" in line and "1.16x faster" in line and "bit-exact True" in line
 
 
 def test_bad_slots_are_refused_with_a_clear_error():

@@ -18,13 +18,15 @@ def test_rows_ratios_and_bytes():
 
     res = bench_key_product(shape=(2, 3, 1 << 10), batches=(1, 4), repeats=3, threads=1)
     names = [(r.name, r.params["batch"]) for r in res]
-    assert names == [("compact key", 1), ("full key", 1), ("seeded rows alone", 1), ("compact key", 4),
-                     ("full key", 4)]
+    xofs = ("aes128ctr", "chacha20") if native.has_aes_streams() else ("chacha20",)
+    compact = [f"compact key ({x})" for x in xofs]
+    assert names == ([(c, 1) for c in compact] + [("full key", 1)] + [(f"seeded rows ({x})", 1) for x in xofs]
+                     + [(c, 4) for c in compact] + [("full key", 4)])
     for r in res:
         assert r.median_s > 0 and r.extra["interleaved"]
         if r.name == "full key":
             assert r.extra["ratio_to_full_key"] == 1.0 and r.extra["key_bytes_read"] == 4 * 2 * 2 * 3 * 1024
-        elif r.name == "compact key":
+        elif r.name.startswith("compact key"):
             assert r.extra["key_bytes_read"] == 4 * 2 * 3 * 1024  # half: the uniform rows are generated
             assert r.throughput == pytest.approx(r.params["batch"] / r.median_s)
 
@@ -37,5 +39,6 @@ def test_cli_suite_writes_json(tmp_path):
     (path,) = tmp_path.glob("kernels-*.json")
     rows = json.loads(path.read_text())
     rows = rows["results"] if isinstance(rows, dict) else rows
-    assert {r["name"] for r in rows if r["suite"] == "keyproduct"} == {"compact key", "full key",
-                                                                      "seeded rows alone"}
+    xofs = ("aes128ctr", "chacha20") if native.has_aes_streams() else ("chacha20",)
+    assert {r["name"] for r in rows if r["suite"] == "keyproduct"} == (
+        {f"compact key ({x})" for x in xofs} | {"full key"} | {f"seeded rows ({x})" for x in xofs})

@@ -93,8 +93,8 @@ def test_keys_of_several_levels_in_one_hoisted_rotation(ctx):
 def test_serialization_round_trip_and_version(ctx, keys):
     ek = keys.evaluation_keys()
     blob = hemx.io.dumps(ek, ctx)
-    # levelled keys came with version 4; their ChaCha20 seeds name their expansion (version 5)
-    assert struct.unpack_from("<H", blob, 8)[0] == container.NAMED_XOF_VERSION == container.FORMAT_VERSION
+    # levelled keys came with version 4; their AES-128 seeds name their expansion (version 6)
+    assert struct.unpack_from("<H", blob, 8)[0] == container.AES_XOF_VERSION == container.FORMAT_VERSION
     assert container.LEVELLED_KEYS_VERSION == 4 and "levels" in container.decode(blob).header
     back = hemx.io.loads(blob, ctx)
     for g, key in ek.galois.items():
@@ -112,10 +112,10 @@ def test_serialization_round_trip_and_version(ctx, keys):
             hemx.io.loads(blob, ctx)
     full_keys = ctx.keygen(rotations=[1, 2], conjugation=True)
     assert len(blob) < 0.6 * len(hemx.io.dumps(full_keys.evaluation_keys(), ctx))
-    # a key set without levelled keys has no "levels" field (the version is its seeds' expansion's: ChaCha20, 5)
+    # a key set without levelled keys has no "levels" field (the version is its seeds' expansion's: AES-128, 6)
     full_blob = hemx.io.dumps(full_keys.evaluation_keys(), ctx)
     assert "levels" not in container.decode(full_blob).header and "xofs" in container.decode(full_blob).header
-    assert struct.unpack_from("<H", full_blob, 8)[0] == container.NAMED_XOF_VERSION
+    assert struct.unpack_from("<H", full_blob, 8)[0] == container.AES_XOF_VERSION
 
 
 @pytest.mark.slow

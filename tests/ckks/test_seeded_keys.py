@@ -19,6 +19,7 @@ import pytest
 import hemx
 from hemx.ckks import SwitchingKey
 from hemx.ckks import keygen as keygen_mod
+from hemx.ckks.keys import DEFAULT_XOF
 from hemx.ckks.sampling import SEED_BYTES, Sampler, check_seed, expand_seed, stream_key
 from hemx.errors import ParameterError
 
@@ -52,7 +53,7 @@ def keyed():
 # ------------------------------------------------------------------------------------------------------------
 
 
-XOFS = ("chacha20", "shake256")
+XOFS = ("aes128ctr", "chacha20", "shake256")
 
 
 @pytest.mark.parametrize("xof", XOFS)
@@ -91,9 +92,11 @@ def test_expansion_is_deterministic_and_seed_dependent(xof):
     assert np.mean(a == other) < 0.01
     # digits are separate streams: no digit repeats another
     assert np.mean(a[0] == a[1]) < 0.01 and np.mean(a[1] == a[2]) < 0.01
-    # the two expansions are different functions of the seed
-    other_xof = expand_seed(FIXED_SEED, [268369921, 2147352577], 256, 3, xof=XOFS[xof == XOFS[0]])
-    assert np.mean(a == other_xof) < 0.01
+    # the expansions are different functions of the seed
+    for other_name in XOFS:
+        if other_name != xof:
+            other_xof = expand_seed(FIXED_SEED, [268369921, 2147352577], 256, 3, xof=other_name)
+            assert np.mean(a == other_xof) < 0.01
 
 
 @pytest.mark.parametrize("xof", XOFS)
@@ -108,18 +111,19 @@ def test_expansion_does_not_depend_on_limb_order_level_or_digit_count(keyed, xof
     assert np.array_equal(expand_seed(FIXED_SEED, level0, n, 2, xof=xof), full[:2, num_p:num_p + limbs])
 
 
-def test_a_generated_key_is_its_seeds_chacha20_expansion(keyed):
-    """A key's a_d is the ChaCha20 expansion of its seed, limb by limb (also at the lowest level's Q limbs); a compact
-    key generates the same rows (full_key), its stream key is the seed's."""
+def test_a_generated_key_is_its_seeds_aes128ctr_expansion(keyed):
+    """A key's a_d is the AES-128 counter expansion of its seed (the default, DEFAULT_XOF), limb by limb (also at the
+    lowest level's Q limbs); a compact key generates the same rows (full_key), its stream key is the seed's."""
     ctx, keys = keyed
     basis, n = ctx.basis, ctx.params.n
     num_p, limbs = ctx.num_p, ctx.params.limbs_at_level(0)
     level0 = basis[num_p:num_p + limbs]
     key = keys.galois[min(keys.galois)]
-    assert key.xof == "chacha20" and key.compact == (ctx.key_storage == "compact")
+    assert key.xof == "aes128ctr" == DEFAULT_XOF and key.compact == (ctx.key_storage == "compact")
     a = np.asarray(keygen_mod.full_key(ctx, key).data[:, 1])
-    assert np.array_equal(expand_seed(key.seed, level0, n, a.shape[0], xof="chacha20"), a[:, num_p:num_p + limbs])
-    assert np.array_equal(expand_seed(key.seed, basis, n, a.shape[0], xof="chacha20"), a)
+    assert np.array_equal(expand_seed(key.seed, level0, n, a.shape[0], xof="aes128ctr"), a[:, num_p:num_p + limbs])
+    assert np.array_equal(expand_seed(key.seed, basis, n, a.shape[0], xof="aes128ctr"), a)
+    assert not np.array_equal(expand_seed(key.seed, basis, n, a.shape[0], xof="chacha20"), a)
     if key.compact:
         assert np.array_equal(np.asarray(key.stream), stream_key(key.seed))
         assert np.array_equal(np.asarray(keygen_mod.compact_key(ctx, keygen_mod.full_key(ctx, key)).data),

@@ -101,11 +101,11 @@ def mul_error(ctx, keys, secret) -> float:
 def test_seeded_switching_key_round_trip_is_bit_exact(keyed):
     ctx, keys = keyed
     for key in key_list(keys)[1:]:
-        assert key.compact and key.xof == "chacha20"  # the native kernels generate a_d: compact by default
+        assert key.compact and key.xof == "aes128ctr"  # the native kernels generate a_d: compact by default
         data = hio.dumps(key, ctx)
-        assert version_of(data) == container.NAMED_XOF_VERSION == 5
+        assert version_of(data) == container.AES_XOF_VERSION == 6
         header = container.decode(data).header
-        assert header["seed"] == key.seed.hex() and header["xof"] == "chacha20"
+        assert header["seed"] == key.seed.hex() and header["xof"] == "aes128ctr"
         back = hio.loads(data, ctx, expect=SwitchingKey)
         assert back.seed == key.seed and back.kind == key.kind and back.galois == key.galois and back.compact
         assert same(back.data, key.data) and same(back.stream, key.stream)
@@ -116,11 +116,11 @@ def test_seeded_evaluation_keys_round_trip_and_compute(keyed):
     ctx, keys = keyed
     ev = keys.evaluation_keys()
     data = hio.dumps(ev, ctx)
-    assert len(data) == hio.serialized_size(ev, ctx) and version_of(data) == 5
+    assert len(data) == hio.serialized_size(ev, ctx) and version_of(data) == 6
     header = container.decode(data).header
     seeds = header["seeds"]
     assert sorted(seeds) == ["galois:127", "galois:5", "relin", "switching:from_sparse", "switching:to_sparse"]
-    assert header["xofs"] == dict.fromkeys(seeds, "chacha20")
+    assert header["xofs"] == dict.fromkeys(seeds, "aes128ctr")
     back = hio.loads(data, ctx, expect=EvaluationKeys)
     assert digest(back) == digest(ev)
     assert [k.seed for k in key_list(back)[1:]] == [k.seed for k in key_list(ev)[1:]]
@@ -147,7 +147,7 @@ def test_seeds_halve_the_serialized_size(keyed):
     key_seeded = hio.serialized_size(ev.relin, ctx)
     d, _, m, n = ev.relin.data.shape
     residues = hemx.io.bitpack.residues_nbytes((d, 2, m, n), ctx.basis)
-    seed_field = len(',"seed":""') + 2 * SEED_BYTES + len(',"xof":"chacha20"')
+    seed_field = len(',"seed":""') + 2 * SEED_BYTES + len(',"xof":"aes128ctr"')
     assert abs((key_whole - key_seeded) - (residues // 2 - seed_field)) <= 4  # the section sizes' digits differ
 
 
@@ -213,7 +213,7 @@ def test_shake256_seeded_files_of_versions_2_and_4_still_load_bit_exact():
     lone = hio.loads(lone_bytes, ctx, expect=SwitchingKey)
     assert lone.xof == "shake256" and same(lone.data, ev.relin.data) and hio.dumps(lone, ctx) == lone_bytes
     assert rotation_error(ctx, ev, secret, level=1) < 1e-6 and mul_error(ctx, ev, secret) < 1e-6
-    with pytest.raises(hemx.errors.ParameterError, match="chacha20"):
+    with pytest.raises(hemx.errors.ParameterError, match="stream expansion"):
         keygen_mod.compact_key(ctx, ev.relin)
 
 
@@ -242,6 +242,25 @@ def test_compact_and_full_storage_hold_the_same_key(keyed):
     assert np.max(np.abs(full_ctx.decrypt(a, secret).real - np.roll(x, -1) * x)) < 1e-6
 
 
+def test_chacha20_keys_of_format_5_still_load_compact_and_compute(keyed, monkeypatch):
+    """Keys made with the ChaCha20 expansion (hemx before the AES-128 default) are written as version 5, load compact
+    or full, and compute as before."""
+    ctx, keys = keyed
+    monkeypatch.setattr(keygen_mod, "DEFAULT_XOF", "chacha20")
+    old = keygen_mod.generate_keys(ctx, [1], conjugation=False)
+    assert all(k.xof == "chacha20" for k in key_list(old)[1:])
+    data = hio.dumps(old.evaluation_keys(), ctx)
+    assert version_of(data) == container.NAMED_XOF_VERSION == 5
+    assert set(container.decode(data).header["xofs"].values()) == {"chacha20"}
+    for storage in ("compact", "full"):
+        other = hio.loads(hio.dumps(ctx), ntt=FAST_NTT, key_storage=storage)
+        back = hio.loads(data, other)
+        assert all(k.compact == (storage == "compact") and k.xof == "chacha20" for k in key_list(back)[1:])
+        secret = hio.loads_secret_key(hio.dumps_secret_key(old.secret, ctx), other)
+        assert rotation_error(other, back, secret) < 1e-6 and mul_error(other, back, secret) < 1e-6
+        assert hio.dumps(back, other) == data
+
+
 def test_seed_expansion_fields_are_checked(keyed):
     ctx, keys = keyed
     lone = hio.dumps(keys.relin, ctx)
@@ -250,6 +269,8 @@ def test_seed_expansion_fields_are_checked(keyed):
     whole = hio.dumps(dataclasses.replace(keys.relin, seed=None), ctx)
     cases = {
         "xof on a version-4 key": reencode(lone, version=4),
+        "aes128ctr on a version-5 key": reencode(lone, version=5),
+        "aes128ctr in a version-5 bundle": reencode(bundle, version=5),
         "xofs on a version-4 bundle": reencode(bundle, version=4),
         "an unknown expansion": reencode(lone, xof="aes"),
         "an unknown expansion in a bundle": reencode(bundle, xofs=dict(header["xofs"], relin="aes")),

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hemx import nt
+from hemx.errors import ParameterError
 from hemx.kernels import prng
 
 MASK32 = 0xFFFFFFFF
@@ -163,3 +164,69 @@ def test_rows_are_uniform():
     for row in np.floor(u * 16).astype(int):
         counts = np.bincount(row, minlength=16)
         assert float(((counts - 256.0) ** 2 / 256.0).sum()) < 55.0  # 15 degrees of freedom
+
+
+# ---------------------------------------------------------------------------------------- AES-128 counter
+
+
+def aes_row_ref(key, d: int, q: int, n: int) -> list[int]:
+    """One "aes128ctr" row: block c = AES-128 under the key's first 4 words of (c, d, q, n), its 4 words in order,
+    each masked to bitlen(q) bits and kept below q (tests/helpers/aes_ref.py: FIPS 197 in plain Python)."""
+    from tests.helpers import aes_ref
+
+    round_keys = aes_ref.expand_key(b"".join(int(w).to_bytes(4, "little") for w in list(key)[:4]))
+    mask = (1 << q.bit_length()) - 1
+    out: list[int] = []
+    c = 0
+    while len(out) < n:
+        block = b"".join(int(w).to_bytes(4, "little") for w in (c, d, q, n))
+        enc = aes_ref.encrypt_block(round_keys, block)
+        for i in range(4):
+            v = int.from_bytes(enc[4 * i:4 * i + 4], "little") & mask
+            if v < q and len(out) < n:
+                out.append(v)
+        c += 1
+    return out
+
+
+def aes_rows_ref(key, moduli, digits: int, n: int) -> np.ndarray:
+    return np.array([[aes_row_ref(key, d, int(q), n) for q in moduli] for d in range(digits)], dtype=np.uint32)
+
+
+def test_aes128_fips197_vector_and_key_schedule():
+    """FIPS 197, Appendix C.1 (the cipher) and A.1 (the last round key of 2b7e1516...)."""
+    key = np.frombuffer(bytes(range(16)) + bytes(16), "<u4").astype(np.uint32)
+    block = np.frombuffer(bytes.fromhex("00112233445566778899aabbccddeeff"), "<u4").astype(np.uint32)
+    got = np.asarray(prng.aes128_blocks(key, block[0], block[1:]))
+    assert got.astype("<u4").tobytes().hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
+    k2 = np.frombuffer(bytes.fromhex("2b7e151628aed2a6abf7158809cf4f3c") + bytes(16), "<u4").astype(np.uint32)
+    last = np.asarray(prng.aes128_round_keys(k2))[10].astype(np.uint8).tobytes().hex()
+    assert last == "d014f9a8c9ee2589e13f0cc8b6630ca6"
+    assert list(prng.SBOX[[0x00, 0x53, 0xFF]]) == [0x63, 0xED, 0x16]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(0, MASK32), min_size=8, max_size=8), st.integers(0, MASK32),
+       st.lists(st.integers(0, MASK32), min_size=3, max_size=3))
+def test_aes128_blocks_match_the_fips197_reference(key, counter, nonce):
+    from tests.helpers import aes_ref
+
+    got = np.asarray(prng.aes128_blocks(np.asarray(key, np.uint32), counter, np.asarray(nonce, np.uint32)))
+    assert list(got) == aes_ref.ctr_words(key[:4], counter, nonce)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 255, 256, 257, 1000])
+def test_aes_rows_match_the_reference_at_every_length(n):
+    key = np.arange(8, dtype=np.uint32) * 0x9E3779B9 + 1
+    moduli = [EDGE_MODULI[0], 12289, 2**31 - 1]
+    got = np.asarray(prng.uniform_rows(key, moduli, digits=2, n=n, xof="aes128ctr"))
+    assert np.array_equal(got, aes_rows_ref(key, moduli, 2, n))
+
+
+def test_the_two_expansions_differ_and_bad_names_are_refused():
+    key = np.arange(8, dtype=np.uint32)
+    a = np.asarray(prng.uniform_rows(key, [12289], digits=1, n=64, xof="aes128ctr"))
+    c = np.asarray(prng.uniform_rows(key, [12289], digits=1, n=64, xof="chacha20"))
+    assert not np.array_equal(a, c)
+    with pytest.raises(ParameterError, match="seed expansion"):
+        prng.stream_words(key, 0, 12289, n=64, first_group=0, groups=1, xof="aes256")

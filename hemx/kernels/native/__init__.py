@@ -5,9 +5,12 @@ headers are present (optional: without it hemx runs the JAX kernels). Its kernel
 ``jax.ffi.register_ffi_target(..., platform="cpu")`` and called through ``jax.ffi.ffi_call``, so they work
 inside ``jax.jit`` and under ``jax.vmap``, and run on the thread pool XLA gives custom calls (each
 ``(batch, limb)`` polynomial is one unit of work). The library holds the kernels for every instruction set of its
-target architecture (x86-64: AVX-512, AVX2, scalar; aarch64: NEON, scalar; elsewhere scalar) and picks the best one
-this CPU runs at its first call, never before (``isa()``, ``built_isas()``); ``HEMX_NATIVE_ISA=avx2`` (or
-``set_isa``) chooses a lower one, and a name this CPU cannot run is refused with :class:`ParameterError`.
+target architecture (x86-64: AVX-512, AVX2, scalar, and "amx": AVX-512 with the basis conversion on AMX-INT8
+tiles; aarch64: NEON, scalar; elsewhere scalar) and picks the best vector one this CPU runs at its first call, never
+before (``isa()``, ``built_isas()``); ``HEMX_NATIVE_ISA=avx2`` (or ``set_isa``) chooses another, and a name this CPU
+cannot run is refused with :class:`ParameterError`. "amx" is never picked by the library itself: the planner
+(:func:`hemx.plan.engine.plan_matrix_engine`) selects it where it measured it faster, unless the instruction set was
+forced (:func:`isa_forced`).
 ``selftest()`` checks every instruction set this CPU runs against exact references, without JAX.
 
 * :func:`available` / :func:`reason`: whether the library is usable here, and why not (``HEMX_NATIVE=0``
@@ -59,7 +62,7 @@ ENV = "HEMX_NATIVE"
 #: Environment variable naming the instruction set to run (one of :data:`ISAS`, or "auto", the default).
 ISA_ENV = "HEMX_NATIVE_ISA"
 #: Every instruction-set name a hemx library can have (a given build has those of its architecture: built_isas()).
-ISAS: tuple[str, ...] = ("avx512", "avx2", "neon", "scalar")
+ISAS: tuple[str, ...] = ("amx", "avx512", "avx2", "neon", "scalar")
 _TARGETS = {
     "hemx_ntt_forward": "HemxNttForward",
     "hemx_ntt_inverse": "HemxNttInverse",
@@ -191,7 +194,7 @@ def _lib() -> ctypes.CDLL:
 
 
 def isa() -> str:
-    """The instruction set the library runs ("avx512", "avx2" or "scalar")."""
+    """The instruction set the library runs ("amx", "avx512", "avx2", "neon" or "scalar")."""
     return _lib().hemx_native_isa().decode()
 
 
@@ -243,16 +246,75 @@ def runnable_isas() -> list[str]:
     return _runnable(_lib())
 
 
+#: The AES engines a library can have, best first (each where the CPU has its instructions; "soft" everywhere).
+AES_ENGINES: tuple[str, ...] = ("vaes", "aesni", "armv8", "soft")
+
+
+def aes_engine() -> str:
+    """The engine the "aes128ctr" streams run on: "vaes" (AVX-512 VAES), "aesni", "armv8" or "soft" (portable)."""
+    lib = _lib()
+    if not hasattr(lib, "hemx_native_aes"):
+        raise BackendError("this native library predates the AES engines: rebuild it (pip install --no-deps -e .)")
+    lib.hemx_native_aes.restype = ctypes.c_char_p
+    return lib.hemx_native_aes().decode()
+
+
+def set_aes(name: str) -> str:
+    """Force the AES engine (one of :data:`AES_ENGINES`, or "auto"); returns the one now active. Every engine gives the
+    same stream. ParameterError for a name this library lacks or this CPU cannot run."""
+    lib = _lib()
+    current = aes_engine()
+    if name not in AES_ENGINES + ("auto",):
+        raise ParameterError(f"unknown AES engine {name!r}; choose one of {AES_ENGINES + ('auto',)}")
+    lib.hemx_native_set_aes.argtypes = [ctypes.c_char_p]
+    rc = lib.hemx_native_set_aes(name.encode())
+    if rc == -1:
+        raise ParameterError(f"this native library has no {name} AES engine (it runs {current})")
+    if rc == -2:
+        raise ParameterError(f"this CPU cannot run the {name} AES engine; it runs: {', '.join(runnable_aes())}")
+    return aes_engine()
+
+
+def runnable_aes() -> list[str]:
+    """The AES engines of :data:`AES_ENGINES` this library has and this CPU runs, best first."""
+    lib = _lib()
+    current = aes_engine()
+    lib.hemx_native_set_aes.argtypes = [ctypes.c_char_p]
+    out = [name for name in AES_ENGINES if lib.hemx_native_set_aes(name.encode()) == 0]
+    lib.hemx_native_set_aes(current.encode())
+    return out
+
+
+_explicit: dict = {}  # library path -> the name set_isa was last given (absent, or "auto": nothing forced)
+
+
 def set_isa(name: str) -> str:
-    """Force the instruction set ("avx512", "avx2", "neon", "scalar" or "auto"); returns the one now active.
+    """Force the instruction set ("amx", "avx512", "avx2", "neon", "scalar" or "auto"); returns the one now active.
 
     For tests and benchmarks: every path is bit-identical. Raises ParameterError for a name this library was not
     built with or this CPU cannot run (nothing changes then). ``HEMX_NATIVE_ISA`` does the same when the library
-    loads.
+    loads. A forced instruction set is kept by the planner (:func:`isa_forced`); "auto" hands the choice back.
     """
     lib = _lib()
     _set_isa(lib, name)
+    _explicit[library_path()] = name
     return isa()
+
+
+def select_isa(name: str) -> str:
+    """:func:`set_isa` for the planner: the same switch, without marking the instruction set as forced."""
+    _set_isa(_lib(), name)
+    return isa()
+
+
+def isa_forced() -> str | None:
+    """How the instruction set was forced, or None: ``"HEMX_NATIVE_ISA=<name>"``, or ``"set_isa(<name>)"`` when a
+    caller chose one (a planner must keep it)."""
+    env = os.environ.get(ISA_ENV, "").strip().lower()
+    if env and env != "auto":
+        return f"{ISA_ENV}={env}"
+    name = _explicit.get(library_path())
+    return None if name in (None, "auto") else f"set_isa({name!r})"
 
 
 def selftest() -> str:
@@ -609,37 +671,67 @@ def _check_stream_key(key):
     return key
 
 
-def uniform(key, q, *, digits: int, n: int):
-    """The seeded rows of a switching key's uniform half, ``(digits, m, n)`` uint32: row ``(d, l)`` the ChaCha20
-    stream of ``(key, d, q[l], n)`` turned into residues (:mod:`hemx.kernels.prng` defines it; bit-identical to
+#: The seed expansions of :mod:`hemx.kernels.prng` by the number the kernels take (their ``xof`` attribute).
+XOF_CODES = {"chacha20": 0, "aes128ctr": 1}
+
+
+def _xof_code(xof: str) -> int:
+    if xof not in XOF_CODES:
+        raise ParameterError(f"unknown seed expansion {xof!r}; choose one of {tuple(XOF_CODES)}")
+    return XOF_CODES[xof]
+
+
+def uniform(key, q, *, digits: int, n: int, xof: str = "chacha20"):
+    """The seeded rows of a switching key's uniform half, ``(digits, m, n)`` uint32: row ``(d, l)`` the stream of
+    ``(key, d, q[l], n)`` by the expansion ``xof`` ("chacha20", or "aes128ctr" on the CPU's AES instructions: see
+    :func:`aes_engine`) turned into residues (:mod:`hemx.kernels.prng` defines it; bit-identical to
     :func:`hemx.kernels.prng.uniform_rows`). ``key``: uint32 ``(8,)``; ``q``: ``(m,)`` odd moduli below 2^31."""
     _lib()
+    code = _stream_code(xof)
     key = _check_stream_key(key)
     q = jnp.asarray(q).reshape(-1).astype(jnp.uint32)
     if isinstance(digits, bool) or not isinstance(digits, (int, np.integer)) or digits < 1 or q.shape[0] < 1 \
             or isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ShapeError(f"seeded rows need digits >= 1, moduli and n >= 1; got {digits!r}, {q.shape[0]}, {n!r}")
     return jax.ffi.ffi_call("hemx_uniform", jax.ShapeDtypeStruct((int(digits), q.shape[0], int(n)), jnp.uint32))(
-        np.arange(int(digits), dtype=np.int32), key, q, n=np.int64(n))
+        np.arange(int(digits), dtype=np.int32), key, q, n=np.int64(n), **({} if code is None else {"xof": np.int64(code)}))
 
 
-def _key_product_call(seeded: bool, permuted: bool):
+def _key_product_call(seeded: bool, permuted: bool, xof: int | None):
+    extra = {} if xof is None else {"xof": np.int64(xof)}  # None: a library from before the AES streams
     return _make_general("hemx_key_product", lambda a, b, k, q, m: a.shape[:-3] + (2,) + a.shape[-2:],
-                         seeded=np.int64(seeded), permuted=np.int64(permuted))
+                         seeded=np.int64(seeded), permuted=np.int64(permuted), **extra)
 
 
-_key_product_calls = {(s, p): _key_product_call(s, p) for s in (False, True) for p in (False, True)}
+_key_product_calls = {(s, p, x): _key_product_call(s, p, x) for s in (False, True) for p in (False, True)
+                      for x in (None, *XOF_CODES.values())}
 
 
-def key_product(a, b, q, *, stream=None, index_map=None):
+def has_aes_streams() -> bool:
+    """True when the native kernels are available and the library has the "aes128ctr" streams (its AES engines; a
+    library built before them generates ChaCha20 rows only)."""
+    return has_seeded_keys() and hasattr(_load()[0], "hemx_native_aes")
+
+
+def _stream_code(xof: str) -> int | None:
+    """The kernels' ``xof`` attribute for an expansion, None for ChaCha20 on a library from before the attribute."""
+    code = _xof_code(xof)
+    if has_aes_streams():
+        return code
+    if code:
+        raise BackendError("this native library predates the aes128ctr streams: rebuild it (pip install --no-deps -e .)")
+    return None
+
+
+def key_product(a, b, q, *, stream=None, index_map=None, xof: str = "chacha20"):
     """The key-switching inner product in one pass: ``a`` ``(..., D, m, N)`` (the extended digits) and a key's data
     ``b`` ``(Dk, K, Mk, N)`` of which rows ``[:D, :, :m]`` are read in place (``D <= Dk``, ``m <= Mk``), ``q``
     ``(m,)`` -> ``(..., 2, m, N)`` = ``[sum_d x_d b_d0, sum_d x_d b_d1]``, like :func:`inner_product` with
     ``b[:D, :2, :m]``.
 
     ``stream``: a compact key's stream key ``(8,)``: its second halves ``b_d1`` are the seeded rows of
-    :func:`uniform` over ``q``, generated in the kernel (``b`` needs ``K >= 1``); None: ``b_d1 = b[d, 1]``
-    (``K >= 2``). ``index_map``: an automorphism's int32 ``(N,)`` map: ``x_d[j] = a_d[map[j]]`` (the permuted
+    :func:`uniform` over ``q`` by the expansion ``xof``, generated in the kernel (``b`` needs ``K >= 1``); None:
+    ``b_d1 = b[d, 1]`` (``K >= 2``; ``xof`` unused). ``index_map``: an automorphism's int32 ``(N,)`` map: ``x_d[j] = a_d[map[j]]`` (the permuted
     digits of a hoisted rotation, like :func:`automorphism` first; the kernel rejects an index outside ``[0, N)``);
     None: ``x_d = a_d``."""
     _lib()
@@ -660,7 +752,7 @@ def key_product(a, b, q, *, stream=None, index_map=None):
             raise ShapeError(f"the index map must hold N = {n} integers, got {index_map.dtype} {tuple(index_map.shape)}")
         index_map = index_map.astype(jnp.int32)
     imap = index_map if index_map is not None else jnp.zeros((1,), jnp.int32)
-    return _key_product_calls[(stream is not None, index_map is not None)](a, b, key, q, imap)
+    return _key_product_calls[(stream is not None, index_map is not None, _stream_code(xof))](a, b, key, q, imap)
 
 
 def on_cpu(native_fn, jax_fn, *args):
@@ -673,7 +765,8 @@ def on_cpu(native_fn, jax_fn, *args):
     return jax.lax.platform_dependent(*args, cpu=native_fn, default=jax_fn)
 
 
-__all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "built_isas", "runnable_isas", "selftest",
+__all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "select_isa", "isa_forced", "built_isas",
+           "aes_engine", "set_aes", "runnable_aes", "has_aes_streams", "AES_ENGINES", "XOF_CODES", "runnable_isas", "selftest",
            "ISA_ENV", "set_max_threads", "set_inline_residues",
            "build_id", "library_path", "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv",
            "modup", "divide_by_dropped", "has_fused_keyswitch", "has_seeded_keys", "uniform", "key_product", "on_cpu",

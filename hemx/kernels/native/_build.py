@@ -4,8 +4,11 @@ The library is a plain shared object (loaded with ctypes, not a Python extension
 depends on the target architecture the compiler builds for (``$CXX -dumpmachine``), never on the build machine's
 CPU (no ``-march=native``):
 
-* x86-64: the baseline files, plus ``ntt_avx2.cc`` (``-mavx2``) and ``ntt_avx512.cc`` (AVX-512 F/VL/BW/DQ);
-* aarch64: the baseline files, plus ``ntt_neon.cc`` (NEON is part of the AArch64 baseline);
+* x86-64: the baseline files, plus ``ntt_avx2.cc`` (``-mavx2``), ``ntt_avx512.cc`` (AVX-512 F/VL/BW/DQ) and
+  ``ntt_amx.cc`` (those and AMX-TILE / AMX-INT8; left out, with ``-DHEMX_NO_AMX``, by a compiler without them),
+  ``aes_ni.cc`` (``-maes``) and ``aes_vaes.cc`` (AVX-512 and ``-mvaes``): the AES engines;
+* aarch64: the baseline files, plus ``ntt_neon.cc`` (NEON is part of the AArch64 baseline) and ``aes_arm.cc``
+  (``-march=armv8-a+crypto``);
 * anything else: the baseline files alone (scalar kernels).
 
 ``dispatch.cc`` asks the CPU at run time which of them it can run, after the library has loaded; the ISA files
@@ -28,12 +31,21 @@ import sysconfig
 
 LIB_NAME = "_hemx_native.so"
 #: Compiled for every target, with no instruction-set flag.
-BASELINE = ("ffi.cc", "dispatch.cc", "selftest.cc", "ntt_scalar.cc")
+BASELINE = ("ffi.cc", "dispatch.cc", "selftest.cc", "ntt_scalar.cc", "aes_soft.cc")
 #: Instruction-set files per target architecture -> their extra flags.
+AVX512_FLAGS = ["-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq"]
 ISA_SOURCES = {
-    "x86_64": {"ntt_avx2.cc": ["-mavx2"], "ntt_avx512.cc": ["-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq"]},
-    "aarch64": {"ntt_neon.cc": []},
+    "x86_64": {"ntt_avx2.cc": ["-mavx2"], "ntt_avx512.cc": AVX512_FLAGS,
+               "ntt_amx.cc": AVX512_FLAGS + ["-mamx-tile", "-mamx-int8"],
+               "aes_ni.cc": ["-maes", "-msse4.1"], "aes_vaes.cc": AVX512_FLAGS + ["-maes", "-mvaes"]},
+    "aarch64": {"ntt_neon.cc": [], "aes_arm.cc": ["-march=armv8-a+crypto"]},
 }
+#: The namespace each instruction-set file defines its symbols in (kernels.h's rule; the build tests check it).
+ISA_NAMESPACES = {"ntt_avx2.cc": "avx2", "ntt_avx512.cc": "avx512", "ntt_amx.cc": "amx", "ntt_neon.cc": "neon",
+                  "aes_ni.cc": "aes_ni", "aes_vaes.cc": "aes_vaes", "aes_arm.cc": "aes_arm"}
+#: Instruction-set files a compiler may lack the flags for: left out (with ``-D<macro>`` for every file) when a
+#: probe compile with their flags fails, so an older compiler still builds the rest.
+OPTIONAL_SOURCES = {"ntt_amx.cc": "HEMX_NO_AMX", "aes_vaes.cc": "HEMX_NO_VAES"}
 COMMON = ["-std=c++17", "-fPIC", "-fno-math-errno", "-Wno-attributes", "-fvisibility=hidden",
           "-fvisibility-inlines-hidden"]
 OPT = "-O3"
@@ -123,11 +135,20 @@ def build(src_dir: str, out_path: str, tmp_dir: str, *, verbose: bool = False, c
     include = include or find_ffi_include()
     arch = target_arch(cxx_cmd)
     os.makedirs(tmp_dir, exist_ok=True)
+    sources = sources_for(arch)
+    defines = []
+    for name, macro in OPTIONAL_SOURCES.items():
+        if name in sources and not accepts_flags(cxx_cmd, sources[name], tmp_dir):
+            if verbose:
+                print(f"hemx: {cxx_cmd[0]} does not accept {' '.join(sources[name])}: building without {name}",
+                      file=sys.stderr)
+            del sources[name]
+            defines.append("-D" + macro)
     objects = []
-    for name, flags in sources_for(arch).items():
+    for name, flags in sources.items():
         src = os.path.join(src_dir, name)
         obj = os.path.join(tmp_dir, name + ".o")
-        cmd = cxx_cmd + [opt] + COMMON + flags + ["-isystem", include, "-I", src_dir, "-c", src, "-o", obj]
+        cmd = (cxx_cmd + [opt] + COMMON + defines + flags + ["-isystem", include, "-I", src_dir, "-c", src, "-o", obj])
         _run(cmd, verbose)
         objects.append(obj)
     os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
@@ -141,6 +162,19 @@ def build(src_dir: str, out_path: str, tmp_dir: str, *, verbose: bool = False, c
     _run(link, verbose)
     os.replace(tmp_out, out_path)  # atomic: a running process keeps its mapped copy
     return out_path
+
+
+def accepts_flags(cxx: list[str], flags: list[str], tmp_dir: str) -> bool:
+    """Whether ``cxx`` compiles a file with ``flags`` (e.g. an older compiler without ``-mamx-int8``)."""
+    probe = os.path.join(tmp_dir, "flags_probe.cc")
+    with open(probe, "w") as fh:
+        fh.write("int hemx_flags_probe() { return 0; }\n")
+    try:
+        proc = subprocess.run(cxx + ["-std=c++17"] + flags + ["-c", probe, "-o", probe + ".o"], capture_output=True,
+                              check=False)
+    except OSError:
+        return False
+    return proc.returncode == 0
 
 
 def build_selftest_driver(src_dir: str, out_path: str, *, cxx: list[str] | None = None, verbose: bool = False) -> str:

@@ -174,8 +174,8 @@ def _specs():
         return [np.arange(d, dtype=np.int32), skey, sq]
 
     specs["hemx_uniform"] = (
-        uniform_args, lambda args: (args[0].shape[0], 2, pn2), {"n": np.int64(pn2)}, (0,),
-        lambda args: np.asarray(native.uniform(args[1], args[2], digits=args[0].shape[0], n=pn2)), (3,),
+        uniform_args, lambda args: (args[0].shape[0], 2, pn2), {"n": np.int64(pn2), "xof": np.int64(1)}, (0,),
+        lambda args: np.asarray(native.uniform(args[1], args[2], digits=args[0].shape[0], n=pn2, xof="aes128ctr")), (3,),
         (BIG // (2 * pn2),))
     # the key product, a compact key's halves generated and the digits permuted: a (..., D=2, m=2, N),
     # b (D, 1, m, N), key (8,), q (m,), map (N,) -> (..., 2, m, N)
@@ -187,8 +187,10 @@ def _specs():
 
     specs["hemx_key_product"] = (
         kp_args, lambda args: args[0].shape[:-3] + (2,) + args[0].shape[-2:], {"seeded": np.int64(1),
-                                                                               "permuted": np.int64(1)}, (0, 1),
-        lambda args: np.asarray(native.key_product(args[0], args[1], args[3], stream=args[2], index_map=args[4])),
+                                                                               "permuted": np.int64(1),
+                                                                               "xof": np.int64(1)}, (0, 1),
+        lambda args: np.asarray(native.key_product(args[0], args[1], args[3], stream=args[2], index_map=args[4],
+                                                   xof="aes128ctr")),
         (2, 3), (BIG // (4 * pn2),))
     return specs
 

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hemx import errors as hemx_errors
 from hemx import nt
 from hemx.ckks import keyswitch as ks
 from hemx.ckks.keys import KeyMaterial
@@ -186,3 +187,94 @@ def test_compact_keys_export_for_accelerators_without_a_native_call():
     for platform in ("cuda", "tpu"):
         text = jax.export.export(fn, platforms=[platform])(ext, key).mlir_module()
         assert "hemx_" not in text and "custom_call" not in text.replace("stablehlo.custom_call @Sharding", "")
+
+
+# ------------------------------------------------------------------------------------- AES-128 counter rows
+
+
+def _aes_engines() -> list[str]:
+    return native.runnable_aes() if native.has_aes_streams() else []
+
+
+@pytest.fixture
+def aes_streams():
+    if not native.has_aes_streams():
+        pytest.skip(f"{native.library_path()} predates the aes128ctr streams")
+    yield
+    native.set_aes("auto")
+
+
+def test_aes_engines_listed_and_refused(aes_streams):
+    engines = _aes_engines()
+    assert engines[-1] == "soft" and native.aes_engine() == engines[0]  # the best this CPU runs, by default
+    with open("/proc/cpuinfo", encoding="utf-8") as fh:
+        flags = fh.read()
+    if " aes " in flags or " aes\n" in flags:
+        assert "aesni" in engines
+    if " vaes" in flags and " avx512f" in flags:
+        assert engines[0] == "vaes"
+    missing = [e for e in native.AES_ENGINES if e not in engines]
+    for name in missing + ["des"]:
+        with pytest.raises(hemx_errors.ParameterError):
+            native.set_aes(name)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n", [16, 17, 1000])
+def test_aes_rows_match_the_reference_on_every_engine(aes_streams, isa, n):
+    from tests.kernels.test_prng import aes_rows_ref
+
+    native.set_isa(isa)
+    key = np.arange(8, dtype=np.uint32) * 0x01000193 + 11
+    moduli = list(EDGE_MODULI[:3]) + list(_moduli(64, 3))
+    want = aes_rows_ref(key, moduli, 2, n)
+    assert np.array_equal(np.asarray(prng.uniform_rows(key, moduli, digits=2, n=n, xof="aes128ctr")), want)
+    for engine in _aes_engines():
+        native.set_aes(engine)
+        got = np.asarray(native.uniform(key, moduli, digits=2, n=n, xof="aes128ctr"))
+        assert np.array_equal(got, want), (isa, engine)
+
+
+def test_aes_rows_at_n_2_16_agree_across_engines_threads_and_jax(aes_streams):
+    key = np.arange(8, dtype=np.uint32) + 3
+    moduli = _moduli(1 << 16, 4)
+    want = np.asarray(prng.uniform_rows(key, moduli, digits=2, n=1 << 16, xof="aes128ctr"))
+    for engine in _aes_engines():
+        native.set_aes(engine)
+        for inline in (None, 0):
+            native.set_inline_residues(inline)
+            assert np.array_equal(np.asarray(native.uniform(key, moduli, digits=2, n=1 << 16, xof="aes128ctr")),
+                                  want), (engine, inline)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_key_product_with_aes_keys(aes_streams, isa):
+    """A compact key of the aes128ctr expansion: its rows generated in the kernel equal the key expanded first, on
+    every AES engine, with and without an index map."""
+    native.set_isa(isa)
+    rng = np.random.default_rng(5)
+    lead, digits, m, n = (2,), 3, 4, 2048
+    ext, b, qs = _operands(rng, lead, digits, m, n, digits, m)
+    key = rng.integers(0, 2**32, size=8, dtype=np.uint32)
+    a = np.asarray(prng.uniform_rows(key, qs[:m], digits=digits, n=n, xof="aes128ctr"))
+    full = jnp.asarray(np.concatenate([b, a[:, None]], axis=1))
+    perm = rng.permutation(n).astype(np.int32)
+    table = M.make_modulus_table([int(q) for q in qs[:m]], (m, 1))
+    want = np.asarray(M.mul_sum(jnp.asarray(ext), full, table, method="jax"))  # the JAX reference product
+    want_perm = np.asarray(M.mul_sum(jnp.asarray(np.take(ext, perm, axis=-1)), full, table, method="jax"))
+    for engine in _aes_engines():
+        native.set_aes(engine)
+        got = native.key_product(jnp.asarray(ext), jnp.asarray(b), qs[:m], stream=key, xof="aes128ctr")
+        assert np.array_equal(np.asarray(got), want), engine
+        got = native.key_product(jnp.asarray(ext), jnp.asarray(b), qs[:m], stream=key, index_map=perm, xof="aes128ctr")
+        assert np.array_equal(np.asarray(got), want_perm), engine
+    with pytest.raises(hemx_errors.ParameterError, match="seed expansion"):
+        native.key_product(jnp.asarray(ext), jnp.asarray(b), qs[:m], stream=key, xof="aes256")
+
+
+def test_an_unknown_xof_code_is_refused_by_the_handler(aes_streams):
+    """A direct FFI call with an xof code the kernels do not know fails cleanly (no rows of an unknown stream)."""
+    q = np.asarray(_moduli(64, 1), np.uint32)
+    call = jax.ffi.ffi_call("hemx_uniform", jax.ShapeDtypeStruct((1, 1, 64), jnp.uint32))
+    with pytest.raises(Exception, match="xof must be 0"):
+        np.asarray(call(np.zeros(1, np.int32), np.zeros(8, np.uint32), q, n=np.int64(64), xof=np.int64(7)))
