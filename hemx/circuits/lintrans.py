@@ -34,7 +34,6 @@ import numpy as np
 
 from hemx.circuits.evaluator import CKKSEvaluator, SimPlaintext, SlotSimulator, as_evaluator
 from hemx.ckks import Context, Plaintext
-from hemx.ckks import encoder as ckks_encoder
 from hemx.ckks import evaluator as ckks_evaluator
 from hemx.ckks import keyswitch
 from hemx.errors import LevelError, ParameterError
@@ -146,28 +145,32 @@ class LinearTransform:
         elif not (isinstance(plain_scale, (int, float)) and math.isfinite(plain_scale) and plain_scale > 0):
             raise ParameterError(f"plain_scale must be a positive number, got {plain_scale!r}")
         self.plain_scale = float(plain_scale)
-        plain = ev.encode(shifted, level=self.level, scale=self.plain_scale)
-        pts = _unstack(plain, len(self.indices))
-        del plain
-        # double hoisting forms the plaintext products over Q_l P: the diagonals' residues modulo P as well
-        plain_p = None
-        if isinstance(ev, CKKSEvaluator) and ev.ctx.num_p and ev.ctx.mesh is None:
-            plain_p = _special_residues(ev, shifted, self.plain_scale)
-        # Each diagonal is kept at its period (:func:`compact_rows`): a diagonal whose slot values repeat every p
-        # slots is a polynomial in X^(N / 2p), whose NTT values repeat in blocks (the bootstrapping transforms'
-        # butterfly groups: at N = 2^16 two of the three factors of each transform hold 1/32 and 1/1024 of the
-        # residues; boot_16's encoded transforms 3.7 -> 0.8 GiB)
-        self._blocks, self._plaintexts, self._plain_p = {}, {}, None if plain_p is None else {}
-        for i, (k, pt) in enumerate(zip(self.indices, pts)):
-            if not isinstance(pt, Plaintext):  # a simulator's slot values: nothing to compact
-                self._blocks[k], self._plaintexts[k] = 1, pt
-                continue
-            block, small = compact_rows([pt.data] if plain_p is None else [pt.data, plain_p[i]])
-            self._blocks[k] = block
-            self._plaintexts[k] = pt.replace(data=small[0])
-            if self._plain_p is not None:
-                self._plain_p[k] = small[1]
-        del pts, plain_p
+        # Each diagonal is kept at its period: a diagonal whose slot values repeat every p slots is a polynomial in
+        # X^(N / 2p), whose NTT values repeat in runs (the bootstrapping transforms' butterfly groups: at N = 2^16
+        # two of the three factors of each transform hold 1/32 and 1/1024 of the residues; boot_16's encoded
+        # transforms 3.7 -> 0.8 GiB). On a context the encoder computes them in the subring (Encoder.encode_compact:
+        # a period-p diagonal costs 2p / N of an encoding), with their residues modulo P for double hoisting (the
+        # products are formed over Q_l P); the slot simulator keeps its values as they are.
+        self._blocks, self._plaintexts, self._plain_p = {}, {}, None
+        if isinstance(ev, CKKSEvaluator) and ev.ctx.mesh is None:
+            special = bool(ev.ctx.num_p)
+            blocks, pts, plain_p = ev.ctx.encoder.encode_compact(shifted, level=self.level,
+                                                                  scale=self.plain_scale, slots=ev.slots,
+                                                                  special=special)
+            self._plain_p = {} if special else None
+            for i, k in enumerate(self.indices):
+                self._blocks[k], self._plaintexts[k] = int(blocks[i]), pts[i]
+                if special:
+                    self._plain_p[k] = plain_p[i]
+        else:  # the slot simulator's values; a sharded context's plaintexts as its encoder places them
+            plain = ev.encode(shifted, level=self.level, scale=self.plain_scale)
+            for k, pt in zip(self.indices, _unstack(plain, len(self.indices))):
+                if isinstance(pt, Plaintext):
+                    block, (small,) = compact_rows([pt.data])
+                    self._blocks[k], self._plaintexts[k] = block, pt.replace(data=small)
+                else:
+                    self._blocks[k], self._plaintexts[k] = 1, pt
+            del plain
 
     def __repr__(self) -> str:
         return (f"LinearTransform(slots={self.slots}, diagonals={len(self.indices)}, n1={self.n1}, "
@@ -378,7 +381,9 @@ def _check_hoisting(hoisting, hoisted) -> str:
 def compact_rows(arrays) -> tuple[int, list]:
     """``(block, compact)``: the largest power of two ``block`` such that every array ``(..., N)`` is constant on each
     run of ``block`` consecutive entries of its last axis, and the arrays with one entry per run,
-    ``(..., N / block)`` (:func:`hemx.ckks.evaluator.widen` gives them back exactly). Host-side (concrete arrays)."""
+    ``(..., N / block)`` (:func:`hemx.ckks.evaluator.widen` gives them back exactly). Host-side (concrete arrays).
+    :meth:`hemx.ckks.encoding.Encoder.encode_compact` computes the same rows in the subring, without the full
+    encoding; this is the transform's path on a sharded context, and the reference its tests compare with."""
     host = [np.asarray(a) for a in arrays]
     n = host[0].shape[-1]
     block = n
@@ -393,20 +398,6 @@ def compact_rows(arrays) -> tuple[int, list]:
     return block, small
 
 
-def _special_residues(ev: CKKSEvaluator, values: np.ndarray, scale: float) -> list:
-    """The residues modulo the special primes ``P`` (NTT domain, ``(num_p, N)`` each) of the integer polynomials
-    ``ev.encode(values, ...)`` encodes (its encoder, :func:`hemx.ckks.encoder.encode_ntt`, over the plan's ``P``
-    limbs: the same integers), one per row."""
-    ctx = ev.ctx
-    p = ctx.params
-    ps = tuple(p.special_moduli)
-    z, _ = ckks_encoder.slot_values(values, ev.slots, p.n)
-    with jax.ensure_compile_time_eval():  # host values, as Context.encode
-        data, _ = ckks_encoder.encode_ntt(z, scale, ckks_encoder.embed_tables(ev.slots), ckks_encoder.pow2_table(ps),
-                                          ctx.plan, n=p.n, num_p=0, num_q=len(ps))
-    return [data[i] for i in range(data.shape[0])]
-
-
 def _check_level(level, max_level: int) -> int:
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level <= max_level:
         raise LevelError(f"level must be an integer in 0..{max_level}, got {level!r}")
@@ -417,7 +408,7 @@ def _unstack(plain, count: int) -> list:
     if isinstance(plain, SimPlaintext):
         return [SimPlaintext(plain.values[i], plain.level, plain.scale) for i in range(count)]
     if isinstance(plain, Plaintext):
-        return [plain.replace(data=plain.data[i]) for i in range(count)]
+        return [plain.replace(data=plain.data[i]) for i in range(count)]  # as placed (a sharded context's rows)
     raise ParameterError(f"unexpected plaintext type {type(plain).__name__}")
 
 

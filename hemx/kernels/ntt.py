@@ -277,6 +277,17 @@ jax.tree_util.register_dataclass(
 # ----------------------------------------------------------------------------------------------------------
 
 
+def subring_roots(n: int, moduli: Sequence[int], block: int) -> list[int]:
+    """The ``psi`` of the subring ``Z[Y]/(Y^(n / block) + 1)``, ``Y = X^block``, inside the ring of degree ``n``:
+    each modulus' default primitive 2n-th root to the power ``block`` (:func:`make_plan`'s ``psi``). With them the
+    subring's transform of ``g`` equals the ring's transform of ``g(X^block)`` with each run of ``block`` equal
+    values (the bit-reversed order keeps them consecutive) written once."""
+    log2_exact(block, "subring block")
+    if not 1 <= block < n:
+        raise ParameterError(f"a subring block must be a power of two below N = {n}, got {block}")
+    return [pow(primitive_2nth_root(n, int(q)), block, int(q)) for q in moduli]
+
+
 def _known(vals: np.ndarray, moduli: Sequence[int]) -> KnownOperand:
     qcol = np.asarray(moduli, dtype=np.int64).reshape((-1,) + (1,) * (vals.ndim - 1))
     return known_operand(vals.astype(np.int64), qcol)
@@ -369,6 +380,7 @@ def make_plan(
     bp: int = bat.DEFAULT_BP,
     split: Sequence[int] | None = None,
     max_radix: int = 16,
+    psi: Sequence[int] | None = None,
 ) -> NTTPlan:
     """Precompute an NTT plan (host side, exact integers).
 
@@ -382,6 +394,10 @@ def make_plan(
         bp: BAT chunk width (matrix methods).
         split: ``(R, C)`` for mat3 / four_step or the radix list for multilevel (product N).
         max_radix: largest radix when ``split`` is not given (multilevel).
+        psi: one primitive 2n-th root of unity per modulus (default: :func:`hemx.nt.primitive_2nth_root`'s). A
+            subring's plan takes the ring's roots to the power N / n: its transform of a polynomial in
+            ``X^(N / n)`` is then the ring's, one value per run of ``N / n`` equal ones
+            (:func:`subring_roots`).
     """
     qs = check_ntt_moduli(n, moduli)
     if method not in ALL_METHODS:
@@ -394,7 +410,14 @@ def make_plan(
     if reduction not in REDUCTIONS:
         raise ParameterError(f"unknown reduction {reduction!r}; choose one of {REDUCTIONS}")
     bp = bat.check_bp(bp)
-    powers = np.stack([psi_powers(n, q) for q in qs])
+    if psi is None:
+        psi = [None] * len(qs)
+    else:
+        psi = [int(r) for r in psi]
+        if len(psi) != len(qs) or any(not 0 < r < q or pow(r, n, q) != q - 1 for r, q in zip(psi, qs)):
+            raise ParameterError(f"psi must hold one primitive {2 * n}-th root of unity per modulus "
+                                 f"({len(qs)}), got {len(psi)} values that are not all such roots")
+    powers = np.stack([psi_powers(n, q, r) for q, r in zip(qs, psi)])
     table = make_modulus_table(qs)
     if method in ("butterfly", NATIVE_METHOD):
         return NTTPlan(table, (), (), _butterfly_tables(powers, n, qs), method, n, len(qs), reduction, bp, ())

@@ -139,7 +139,7 @@ def test_bench_bootstrap_profile_boot_12(tmp_path):
     times adding up to the whole, kernel kinds from the trace."""
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "hemx", "bench", "bootstrap", "--preset", "boot_12", "--profile",
-                           "--repeats", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
+                           "--repeats", "5", "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "key switches" in proc.stdout and "kernel kinds" in proc.stdout
     (path,) = [os.path.join(out, f) for f in os.listdir(out) if f.startswith("bootstrap-profile-")]
@@ -165,8 +165,11 @@ def test_bench_bootstrap_profile_boot_12(tmp_path):
     for name, r in stages.items():  # the compiled programs hold one native ModUp per counted ModUp
         if r["custom_calls"]:  # (the native library is optional)
             assert r["custom_calls"].get("hemx_modup", 0) == r["counts"]["modups"], name
-    # one repeat on a shared machine: loose; the published profile (docs/results/bootstrap-profile-cpu.md) is tighter
-    assert 0.5 < prof["stage_sum_ratio"] < 1.5
+    # the stages add up to the whole: on a shared machine (CI runs two suite processes on two cores) a single sample
+    # of a 0.12 s program was 1.58x off, so five repeats and the fastest of each (the statistic load disturbs least);
+    # the bound is the same as for the published medians (docs/results/bootstrap-profile-cpu.md), which are tighter
+    assert 0.5 < prof["stage_sum_min_ratio"] < 1.5
+    assert prof["stage_sum_min_s"] <= prof["stage_sum_s"] and prof["repeats"] == 5
     busy = sum(r["kinds_s"][k] for r in stages.values() for k in bp.KINDS)
     assert busy > 0 and sum(r["kinds_s"]["_events"] for r in stages.values()) > 100
 

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hemx
 from hemx.ckks import encoder
@@ -222,3 +224,71 @@ def test_context_encode_errors():
     for bad in (3, 0, params.n):
         with pytest.raises(SlotError):
             hemx.Context(params, slots=bad)
+
+
+# ------------------------------------------------------------------------------------ rows encoded at their period
+def _periodic_rows(rng, slots: int, periods) -> np.ndarray:
+    rows = [np.tile(uniform(rng, p, complex_=True), slots // p) for p in periods]
+    rows += [np.full(slots, 0.7), np.full(slots, -0.3j), np.zeros(slots)]  # a constant, X^(N/2), zero
+    return np.stack(rows)
+
+
+@pytest.mark.filterwarnings(INSECURE)
+@settings(deadline=None, max_examples=8)
+@given(ntt=st.sampled_from(["native", "butterfly", "mat3"]), level=st.integers(1, MAIN_LEVELS),
+       seed=st.integers(0, 2**31 - 1), slots=st.sampled_from([None, 64]))
+def test_encode_compact_is_the_encoding_at_its_period(ntt, level, seed, slots):
+    """``Encoder.encode_compact``: per row the largest block b with the row's polynomial in X^b, data that widened by
+    b are ``encode``'s plaintext bit for bit (native, JAX butterfly and mat3 ring plans), the residues modulo P the
+    same polynomial's (``encode_ntt`` over the special primes), ``encode``'s bound; the block is the largest run of
+    equal NTT values (``compact_rows``, at most N/2)."""
+    from hemx.ckks import evaluator
+    from hemx.circuits.lintrans import compact_rows
+    from hemx.kernels import native
+
+    if ntt == "native" and not native.available():
+        pytest.skip(f"native kernels unavailable: {native.reason()}")
+    ctx = hemx.Context(small_params(MAIN_LOG_N, MAIN_LEVELS), slots=slots, ntt=ntt)
+    rng = np.random.default_rng(seed)
+    s = ctx.slots
+    periods = [1, 2, s // 4, s // 2, s, int(rng.choice([4, 8, 16]))]
+    x = _periodic_rows(rng, s, periods)
+    scale = 2.0 ** 30
+    full = ctx.encode(x, level=level, scale=scale)
+    blocks, pts, residues_p = ctx.encoder.encode_compact(x, level=level, scale=scale, special=True)
+    p = ctx.params
+    ps = tuple(p.special_moduli)
+    z, _ = encoder.slot_values(x, s, p.n)
+    want_p, _ = encoder.encode_ntt(z, scale, encoder.embed_tables(s), encoder.pow2_table(ps), ctx.plan, n=p.n,
+                                   num_p=0, num_q=len(ps))
+    n = p.n
+    # random complex values of period p: a polynomial in X^(N / 2p) and in no smaller subring
+    assert blocks.tolist() == [n // (2 * period) for period in periods] + [n // 2] * 3
+    for i, (block, pt) in enumerate(zip(blocks, pts)):
+        block = int(block)
+        assert pt.data.shape == (p.limbs_at_level(level), n // block) and residues_p[i].shape == (len(ps), n // block)
+        assert (pt.level, pt.scale, pt.slots, pt.bound, pt.context_id) == (level, scale, s, full.bound, ctx.id)
+        np.testing.assert_array_equal(np.asarray(evaluator.widen(pt.data, block)), np.asarray(full.data[i]))
+        np.testing.assert_array_equal(np.asarray(evaluator.widen(residues_p[i], block)), np.asarray(want_p[i]))
+        assert block == min(compact_rows([full.data[i]])[0], n // 2)
+
+
+@pytest.mark.filterwarnings(INSECURE)
+def test_encode_compact_errors():
+    import jax
+
+    ctx = context(MAIN_LOG_N, MAIN_LEVELS)
+    with pytest.raises(ParameterError, match="host values"):
+        ctx.encoder.encode_compact(np.ones(4), level=1, scale=2.0 ** 30)  # one row: not (count, slots)
+    with pytest.raises(ParameterError, match="host values"):
+        jax.jit(lambda v: ctx.encoder.encode_compact(v, level=1, scale=2.0 ** 30)[0])(np.ones((2, 4)))
+    with pytest.raises(SlotError, match="finite"):
+        ctx.encoder.encode_compact(np.array([[0.0, np.inf]]), level=1, scale=2.0 ** 30)
+    assert encoder_blocks(np.array([[0, 0, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 2, 0, 0, 0], [0, 3, 0, 0, 0, 0, 0, 0],
+                                    [5, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 4, 0]])).tolist() == [4, 4, 1, 4, 2]
+
+
+def encoder_blocks(coeffs):
+    from hemx.ckks.encoding import subring_blocks
+
+    return subring_blocks(coeffs)

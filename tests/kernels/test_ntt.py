@@ -388,3 +388,41 @@ def test_data_shape_and_dtype_errors(method):
         for fn in (K.ntt, K.intt):
             with pytest.raises(ShapeError):
                 fn(jnp.asarray(arr), plan)
+
+
+# ------------------------------------------------------------------------------------------- subring plans
+@settings(deadline=None, max_examples=25)
+@given(logn=st.integers(2, 9), log_block=st.integers(1, 8), method=st.sampled_from(["butterfly", "mat3"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_subring_plan_is_the_ring_transform_once_per_run(logn, log_block, method, seed):
+    """A plan of degree N / b on the ring's roots to the power b (``subring_roots``): its transform of ``g`` is the
+    ring's transform of ``g(X^b)`` with each run of b equal values written once, against Python integers (the
+    ring's root to the power b, the naive bit-reversed evaluation) and against the ring's own plan."""
+    n, block = 1 << logn, 1 << min(log_block, logn - 1)
+    qs = moduli_for(n)
+    small = n // block
+    g = random_residues((len(qs), small), qs, seed)
+    g[:, 0] = np.asarray(qs, np.uint32) - 1
+    plan = K.make_plan(small, qs, method if small >= 4 else "butterfly", psi=K.subring_roots(n, qs, block))
+    out = np.asarray(_ntt(jnp.asarray(g), plan))
+    for l, q in enumerate(qs):
+        want = ref.ntt_naive([int(v) for v in g[l]], q, pow(psi_for(n, q), block, q))
+        assert out[l].tolist() == want
+    spread = np.zeros((len(qs), n), np.uint32)
+    spread[:, ::block] = g
+    full = np.asarray(_ntt(jnp.asarray(spread), K.make_plan(n, qs, "butterfly")))
+    np.testing.assert_array_equal(full, np.repeat(out, block, axis=-1))
+    np.testing.assert_array_equal(np.asarray(_intt(jnp.asarray(out), plan)), g)
+
+
+def test_subring_roots_and_psi_errors():
+    qs = moduli_for(16)
+    assert K.subring_roots(16, qs, 4) == [pow(psi_for(16, q), 4, q) for q in qs]
+    with pytest.raises(ParameterError, match="block"):
+        K.subring_roots(16, qs, 16)
+    with pytest.raises(ParameterError, match="power of two"):
+        K.subring_roots(16, qs, 3)
+    with pytest.raises(ParameterError, match="primitive 8-th root"):
+        K.make_plan(4, qs, "butterfly", psi=[1] * len(qs))  # not primitive
+    with pytest.raises(ParameterError, match="primitive"):
+        K.make_plan(4, qs, "butterfly", psi=K.subring_roots(16, qs, 4)[:1])  # one root short
