@@ -121,18 +121,28 @@ def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: i
     for d, (lo, hi) in enumerate(p.digits()[:num_d]):
         for i in range(lo, min(hi, m - num_p)):
             gadget[d, num_p + i, 0] = big_p % p.moduli[i]
-    b = _key_halves(errors, a, s_ntt[:m], s_src[:m], jnp.asarray(gadget), ctx.plan, rows=m)
+    compact = ctx.key_storage == "compact"
+    data = _key_data(errors, a, s_ntt, s_src, jnp.asarray(gadget), ctx.plan, rows=m, with_uniform=not compact)
     meta = dict(seed=seed, level=level, xof=DEFAULT_XOF)
-    if ctx.key_storage == "compact":
-        return SwitchingKey(b[:, None], kind, galois, ctx.id, key_id, stream=jnp.asarray(stream), **meta)
-    return SwitchingKey(jnp.stack([b, a], axis=1), kind, galois, ctx.id, key_id, **meta)
+    if compact:
+        return SwitchingKey(data, kind, galois, ctx.id, key_id, stream=jnp.asarray(stream), **meta)
+    return SwitchingKey(data, kind, galois, ctx.id, key_id, **meta)
 
 
-@functools.partial(jax.jit, static_argnames=("rows",))
+@functools.partial(jax.jit, static_argnames=("rows", "with_uniform"))
+def _key_data(errors, a, s, s_src, gadget, plan, *, rows: int, with_uniform: bool):
+    """A switching key's data ``(D, 1, rows, N)`` (its ``b_d``) or, ``with_uniform``, ``(D, 2, rows, N)`` (``b_d``,
+    ``a_d``), in one program: the key's only new buffer is its own (eager slicing, stacking or a new axis would each
+    write a copy into freshly faulted pages: at ``boot_16`` a key is 97 MB). ``s`` and ``s_src``: ``(>= rows, N)``
+    NTT domain (their first ``rows`` limbs are read); the rest as :func:`_key_halves`."""
+    b = _key_halves(errors, a, s[:rows], s_src[:rows], gadget, plan, rows=rows)
+    return jnp.stack([b, a], axis=1) if with_uniform else b[:, None]
+
+
 def _key_halves(errors, a, s, s_src, gadget, plan, *, rows: int):
-    """The ``b_d = e_d - a_d s + g_d s_src`` of a switching key over the plan's first ``rows`` limbs, one program:
-    ``errors`` int32 ``(D, N)`` (small: their residues are formed here), ``a`` ``(D, rows, N)``, ``s`` and ``s_src``
-    ``(rows, N)`` (NTT domain), ``gadget`` ``(D, rows, 1)`` (``[P]_{q_i}`` on each digit's limbs)."""
+    """The ``b_d = e_d - a_d s + g_d s_src`` of a switching key over the plan's first ``rows`` limbs (traced inside
+    :func:`_key_data`): ``errors`` int32 ``(D, N)`` (small: their residues are formed here), ``a`` ``(D, rows, N)``,
+    ``s`` and ``s_src`` ``(rows, N)`` (NTT domain), ``gadget`` ``(D, rows, 1)`` (``[P]_{q_i}`` on each digit's limbs)."""
     table = ks.limb_table(plan, 0, rows)
     q = table.q.reshape(1, rows, 1)
     e = errors[:, None, :]
