@@ -123,10 +123,8 @@ def switching_key(ctx, s_ntt, s_src, *, kind: str, galois: int | None, key_id: i
             gadget[d, num_p + i, 0] = big_p % p.moduli[i]
     compact = ctx.key_storage == "compact"
     data = _key_data(errors, a, s_ntt, s_src, jnp.asarray(gadget), ctx.plan, rows=m, with_uniform=not compact)
-    meta = dict(seed=seed, level=level, xof=DEFAULT_XOF)
-    if compact:
-        return SwitchingKey(data, kind, galois, ctx.id, key_id, stream=jnp.asarray(stream), **meta)
-    return SwitchingKey(data, kind, galois, ctx.id, key_id, **meta)
+    return SwitchingKey(data, kind, galois, ctx.id, key_id, stream=jnp.asarray(stream) if compact else None,
+                        seed=seed, level=level, xof=DEFAULT_XOF)
 
 
 @functools.partial(jax.jit, static_argnames=("rows", "with_uniform"))
