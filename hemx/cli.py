@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from hemx.allocator import merged_tunables
 from hemx.errors import HemxError
 
 
@@ -619,24 +620,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-MALLOC_TUNING = "glibc.malloc.hugetlb=1"
-
-
 def tune_allocator(argv: list[str] | None = None) -> None:
-    """Re-run this command once with glibc's malloc asking for transparent huge pages.
+    """Re-run this command once with glibc's malloc keeping its pages (``hemx.allocator.TUNABLES``, whose module
+    docstring has the why and the measurements).
 
-    XLA:CPU allocates each kernel's large temporaries afresh on every call. With 4 KiB pages, their first
-    touch costs page faults. On the 2-core development CPU at N = 2^16 (30 limbs) this was 10-20 % of an
-    HE-Mult or a Rotate, measured in one session: HE-Mult+Rescale 225 -> 180 ms, Rotate 184 -> 171 ms.
-    ``GLIBC_TUNABLES`` is read only when a process starts, so the command re-executes itself. This happens
-    only for the command line (``argv`` None), only on Linux, and not when ``HEMX_MALLOC_TUNING=0`` or
-    ``GLIBC_TUNABLES`` already sets that key. Glibc versions without the tunable ignore it.
+    ``GLIBC_TUNABLES`` is read only when a process starts, so the command re-executes itself. This happens only
+    for the command line (``argv`` None), only on Linux, and not when ``HEMX_MALLOC_TUNING=0`` or
+    ``GLIBC_TUNABLES`` already sets every key (a key the user set is kept as set). Glibc versions without a
+    tunable ignore it.
     """
-    tunables = os.environ.get("GLIBC_TUNABLES", "")
-    if (argv is not None or not sys.platform.startswith("linux") or os.environ.get("HEMX_MALLOC_TUNING") == "0"
-            or "glibc.malloc.hugetlb" in tunables):
+    if argv is not None or not sys.platform.startswith("linux") or os.environ.get("HEMX_MALLOC_TUNING") == "0":
         return
-    env = dict(os.environ, GLIBC_TUNABLES=":".join(t for t in (tunables, MALLOC_TUNING) if t))
+    merged = merged_tunables(os.environ.get("GLIBC_TUNABLES", ""))
+    if merged is None:
+        return
+    env = dict(os.environ, GLIBC_TUNABLES=merged)
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "hemx", *sys.argv[1:]], env)
 

@@ -107,7 +107,7 @@ GROUPS = (
            "tests/kernels/test_modarith.py", "tests/kernels/test_ntt.py", "tests/kernels/test_ntt_layout.py",
            "tests/kernels/test_prng.py", "tests/nt"), 5.2),  # test_prng.py (issue 27): about 0.8 min
     Group(("tests/polymul", "tests/test_bad_input.py", "tests/test_compilation_cache.py", "tests/test_layers.py",
-           "tests/test_system_deps.py"),
+           "tests/test_system_deps.py", "tests/test_allocator.py"),
           4.3),
     # subprocesses with 8 simulated devices (test_shardmap_keyswitch.py: about 1.5 min more) and 2 jax.distributed
     # processes; test_export.py's boot_12 bootstrap export for cuda and tpu: about 1 min
@@ -139,7 +139,9 @@ def jobs() -> int:
 def run_group(group: Group, argv: list[str], env: dict | None = None) -> tuple[int, str, float]:
     """(return code, output, minutes) of one pytest process over ``group.paths``."""
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", *argv, *group.paths], stdout=subprocess.PIPE,
+    # --durations: each group's slowest tests in the log, where the suite's time goes (the GROUPS minutes' source)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "--durations=12", "--durations-min=5", *argv,
+                           *group.paths], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, env=env)
     return proc.returncode, proc.stdout, (time.monotonic() - start) / 60
 

@@ -6,9 +6,10 @@ first: errors (the exception types everything raises), nt (host-side number theo
 kernels on residue arrays, with the optional C++ kernels of kernels.native inside the layer), ring (RNS
 polynomials), plan (NTT / key-switch planning, which ckks consults), parallel, ckks (the scheme), circuits
 (bootstrapping and encrypted programs), dataflow, polymul, io / service, nn, apps, bench, demo / cli.
-``hemx/__init__`` and ``hemx/__main__`` are the front over all of them; ``_version`` is a foundation helper any
-layer may read; ``compilation_cache`` (imported by ``hemx/__init__``) sits just above ``plan``, whose cache
-directory it uses. :data:`LAYERS` below is the order the test enforces.
+``hemx/__init__`` and ``hemx/__main__`` are the front over all of them; ``_version`` and ``allocator`` (the
+process's malloc settings) are foundation helpers any layer may read; ``compilation_cache`` (imported by
+``hemx/__init__``) sits just above ``plan``, whose cache directory it uses. :data:`LAYERS` below is the order the
+test enforces.
 
 Inside a layer the imports must form no cycle either (:func:`test_no_import_cycles`): the modules of a package
 import one another in one direction, so a shared piece lives in a lower module that both import.
@@ -31,7 +32,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "hemx"
 # Lowest layer first; names in one tuple share a layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("_version",),
+    ("_version", "allocator"),  # allocator: the process's malloc settings, imports nothing from hemx
     ("nt",),
     ("kernels",),
     ("ring",),

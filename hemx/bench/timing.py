@@ -13,6 +13,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from hemx.allocator import free_page_reporting
 from hemx.plan.cache import cpu_model
 
 
@@ -132,6 +133,7 @@ def machine_info() -> dict:
         "device_count": len(devices),
         "cpu": cpu_model(),
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+        "free_page_reporting": free_page_reporting(),  # a VM handing freed memory back to its host (hemx.allocator)
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "jax": jax.__version__,

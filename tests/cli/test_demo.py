@@ -101,18 +101,25 @@ def test_cli_reexecs_once_with_the_allocator_tuning(monkeypatch):
     import subprocess
     import sys
 
-    from hemx import cli
+    from hemx import allocator, cli
 
     calls = []
     monkeypatch.setattr(os, "execve", lambda *a: calls.append(a))
     cli.tune_allocator(["info"])  # in-process calls (argv given) never re-execute
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")
-    cli.tune_allocator(None)  # the user's own setting wins
+    every_key = ":".join(f"{key}=0" for key, _ in allocator.TUNABLES)
+    monkeypatch.setenv("GLIBC_TUNABLES", every_key)
+    cli.tune_allocator(None)  # the user's own settings win: nothing left to add
     assert calls == []
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")
+    cli.tune_allocator(None)  # a key the user set is kept, the others are added
+    assert len(calls) == 1
+    tunables = calls[0][2]["GLIBC_TUNABLES"].split(":")
+    assert tunables[0] == "glibc.malloc.hugetlb=0" and len(tunables) == len(allocator.TUNABLES)
+    assert {t.split("=")[0] for t in tunables} == {key for key, _ in allocator.TUNABLES}
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "HEMX_MALLOC_TUNING")}
     out = subprocess.run([sys.executable, "-m", "hemx", "info", "--json"], capture_output=True, text=True, env=env,
                          check=True)
-    assert json.loads(out.stdout)["glibc_tunables"] == cli.MALLOC_TUNING
+    assert json.loads(out.stdout)["glibc_tunables"] == allocator.merged_tunables("")
     env["HEMX_MALLOC_TUNING"] = "0"
     out = subprocess.run([sys.executable, "-m", "hemx", "info", "--json"], capture_output=True, text=True, env=env,
                          check=True)
