@@ -13,8 +13,9 @@ Three glibc settings avoid both: transparent huge pages for the heap (``hugetlb=
 blocks (``mmap_max=0``: they come from the heap, whose freed blocks malloc reuses), and a trim threshold high
 enough that malloc never returns the heap's top to the kernel. The price is that memory freed by the program
 stays in the process (its peak resident size is what it keeps). With them the same calls took 0.35-0.54 s
-whatever the pause, and in ``hemx bench ops --peers desilofhe`` hemx's 16 hoisted rotations went from 1.62x to
-4.78x desilofhe's speed in the same process.
+whatever the pause (with the tunables, a process's first timed call 1.05-1.09 s while the heap grew), and in
+``hemx bench ops --peers desilofhe`` hemx's 16 hoisted rotations went from 1.62x to 4.78x desilofhe's speed in
+the same process.
 
 - :data:`TUNABLES` and :func:`merged_tunables`: the ``GLIBC_TUNABLES`` form, read by glibc only when a process
   starts (the ``hemx`` command re-executes itself with it, ``hemx.cli.tune_allocator``).
