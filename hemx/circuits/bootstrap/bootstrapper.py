@@ -41,9 +41,11 @@ once per arguments' structure (level-0 shape and batch, key set; not the scale, 
 transforms lifted into arguments (:func:`hemx.circuits.lifted.lift_constants`), compiled, kept (the last
 :data:`MAX_PROGRAMS`) and called. The result is bit for bit the eager one. Tracing costs in every process (about
 12 s at ``boot_12`` on 2 cores); XLA's compilation is served from JAX's persistent cache in later processes. So
-the default, ``"auto"``, compiles a structure once its eager calls have taken :data:`AUTO_AFTER_S` seconds: at
-``boot_16`` the second call, at ``boot_12`` (0.5 s eagerly, 0.3 s compiled) about the fortieth; a one-off bootstrap
-does not pay for a compilation. At ``boot_16`` on a 2-vCPU Zen 3 the program took 13.2 s against 18.1 s eagerly
+the default, ``"auto"``, compiles a structure once its eager calls have run for :data:`AUTO_AFTER_S` seconds, not
+counting the time the eager calls spent tracing, lowering and compiling their own steps (a first eager call in a new
+process is mostly that: 40-65 s at ``boot_12`` and ``boot_16`` on 2 cores, which counted would compile the circuit at
+every second call). So at ``boot_16`` (7-18 s eagerly) the third or fourth call is compiled, at ``boot_12`` (0.5 s
+eagerly, 0.3 s compiled) about the fortieth, and a bootstrap run once or twice does not pay for a compilation. At ``boot_16`` on a 2-vCPU Zen 3 the program took 13.2 s against 18.1 s eagerly
 (``hemx bench bootstrap``, alternated in one process), with 1.0 GiB of temporaries, traced and compiled in 42 s. Inside a caller's ``jax.jit`` trace, on a mesh, or
 with ``compiled="never"`` the steps run eagerly (traced into the caller's program).
 """
@@ -53,6 +55,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+import threading
 import time
 import warnings
 from typing import Any
@@ -76,8 +79,10 @@ META_BTS_BITS = 16  # error amplification of the second iteration (first-pass er
 #: ``Bootstrapper.compiled``: "auto" compiles a structure's program once its eager calls took AUTO_AFTER_S,
 #: "always" at its first call, "never" runs eagerly
 COMPILED = ("auto", "always", "never")
-#: "auto": seconds of eager calls of one structure after which it is compiled (tracing, lowering and compiling the
-#: circuit cost 15-45 s on 2 cores: at boot_16 the second call compiles, at boot_12 about the fortieth)
+#: "auto": seconds the eager calls of one structure ran (their steps' own tracing and compilation not counted) after
+#: which it is compiled: about what compiling the circuit costs (15-45 s on 2 cores), so a program is compiled once
+#: the eager calls have taken as long as compiling would (at boot_16 the third or fourth call, at boot_12 about the
+#: fortieth)
 AUTO_AFTER_S = 20.0
 #: compiled circuit programs a bootstrapper keeps (the oldest is dropped first)
 MAX_PROGRAMS = 8
@@ -104,13 +109,64 @@ class CircuitProgram:
 @dataclasses.dataclass
 class ExecutionStats:
     """What :meth:`Bootstrapper.bootstrap` ran: circuits as compiled programs and eagerly, programs compiled and
-    their total compilation seconds, programs not run because their temporaries did not fit."""
+    their total compilation seconds, programs not run because their temporaries did not fit; for the eager calls
+    that ``"auto"`` timed, the seconds they ran (``eager_s``, what :data:`AUTO_AFTER_S` is compared with) and the
+    seconds they spent tracing, lowering and compiling their steps (``eager_prepare_s``, not counted)."""
 
     compiled_calls: int = 0
     eager_calls: int = 0
     compilations: int = 0
     compile_s: float = 0.0
     too_large: int = 0
+    eager_s: float = 0.0
+    eager_prepare_s: float = 0.0
+
+
+#: JAX's events for making a program: tracing, lowering, and XLA's compilation or the persistent cache's read (their
+#: time spans can nest: a trace may compile what it calls on concrete values, so their union is what is counted)
+_PREPARE_EVENTS = frozenset(("/jax/core/compile/jaxpr_trace_duration",
+                             "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                             "/jax/core/compile/backend_compile_duration"))
+_preparing = threading.local()  # .spans: a list of (start, end) while a _prepare_seconds block is open here
+_listening = [False]
+
+
+def _on_span(name: str, start: float, end: float, **_) -> None:
+    spans = getattr(_preparing, "spans", None)
+    if spans is not None and name in _PREPARE_EVENTS:
+        spans.append((start, end))
+
+
+def _union_seconds(spans: list[tuple[float, float]]) -> float:
+    total, reach = 0.0, -math.inf
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+class _prepare_seconds:
+    """``with _prepare_seconds() as spent: ...``: ``spent.seconds``, after the block, is the time this thread spent
+    in it tracing, lowering and compiling programs (the union of JAX's monitoring time spans; synchronous dispatch
+    compiles in the calling thread). Blocks nest: an outer block sees its inner blocks' spans too."""
+
+    seconds = 0.0
+
+    def __enter__(self):
+        if not _listening[0]:
+            jax.monitoring.register_event_time_span_listener(_on_span)
+            _listening[0] = True
+        self._outer = getattr(_preparing, "spans", None)
+        _preparing.spans = []
+        return self
+
+    def __exit__(self, *exc) -> None:
+        spans = _preparing.spans
+        self.seconds = _union_seconds(spans)
+        if self._outer is not None:
+            self._outer.extend(spans)
+        _preparing.spans = self._outer
 
 
 def available_memory() -> int:
@@ -408,9 +464,15 @@ class Bootstrapper:
             self._programs.move_to_end(structure)
             program = self._programs[structure]
         elif self.compiled == "auto" and self._seen.get(structure, 0.0) < AUTO_AFTER_S:
-            start = time.perf_counter()  # eager, its time counted towards the structure's compilation
-            out = jax.block_until_ready(self._once(ev, given))
-            self._seen[structure] = self._seen.pop(structure, 0.0) + time.perf_counter() - start
+            # eager: the seconds it ran count towards the structure's compilation, the seconds its steps took to
+            # trace and compile do not (they are paid once per process whether the circuit is compiled or not)
+            start = time.perf_counter()
+            with _prepare_seconds() as spent:
+                out = jax.block_until_ready(self._once(ev, given))
+            ran = max(0.0, time.perf_counter() - start - spent.seconds)
+            self.stats.eager_s += ran
+            self.stats.eager_prepare_s += spent.seconds
+            self._seen[structure] = self._seen.pop(structure, 0.0) + ran
             while len(self._seen) > 4 * MAX_PROGRAMS:
                 self._seen.popitem(last=False)
             self.stats.eager_calls += 1
