@@ -43,8 +43,8 @@ transforms lifted into arguments (:func:`hemx.circuits.lifted.lift_constants`), 
 12 s at ``boot_12`` on 2 cores); XLA's compilation is served from JAX's persistent cache in later processes. So
 the default, ``"auto"``, compiles a structure once its eager calls have run for :data:`AUTO_AFTER_S` seconds, not
 counting the time the eager calls spent tracing, lowering and compiling their own steps (a first eager call in a new
-process is mostly that: 40-65 s at ``boot_12`` and ``boot_16`` on 2 cores, which counted would compile the circuit at
-every second call). So at ``boot_16`` (7-18 s eagerly) the third or fourth call is compiled, at ``boot_12`` (0.5 s
+process is mostly that: first calls of 31-71 s at ``boot_12`` and 46 s at ``boot_16`` measured on a 2-vCPU Zen 4, which
+counted would compile the circuit at every second call). So at ``boot_16`` (7-18 s eagerly) the third or fourth call is compiled, at ``boot_12`` (0.5 s
 eagerly, 0.3 s compiled) about the fortieth, and a bootstrap run once or twice does not pay for a compilation. At ``boot_16`` on a 2-vCPU Zen 3 the program took 13.2 s against 18.1 s eagerly
 (``hemx bench bootstrap``, alternated in one process), with 1.0 GiB of temporaries, traced and compiled in 42 s. Inside a caller's ``jax.jit`` trace, on a mesh, or
 with ``compiled="never"`` the steps run eagerly (traced into the caller's program).
