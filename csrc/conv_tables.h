@@ -30,11 +30,10 @@ struct ConvTables {  // prepare() returns nullptr, or what is wrong with the tab
                      const uint32_t* cs, const uint32_t* rs, bool centered, bool tiles = false) {
     if (L == 0 || Lp == 0) return "empty basis conversion";
     const bool with_tiles = tiles && L >= kTileMinSources && L <= kTileMaxSources && Lp >= kTileMinTargets;
-    tab.assign(3 * L + 4 * L * Lp + 4 * Lp + (with_tiles ? 4 * Lp : 0), 0);
+    tab.assign(3 * L + 4 * L * Lp + 5 * Lp + (with_tiles ? 4 * Lp : 0), 0);
     uint32_t *half = tab.data(), *hsh = half + L, *ct = hsh + L, *cst = ct + L * Lp, *nct = cst + L * Lp;
-    uint32_t *kq = nct + L * Lp, *pr = kq + L * Lp, *ps = pr + 3 * Lp;
+    uint32_t *kq = nct + L * Lp, *pr = kq + L * Lp, *wt = pr + 3 * Lp, *ps = wt + Lp;  // ps last: tile consts follow
     std::memcpy(ps, ps_in, Lp * sizeof(uint32_t));
-    uint64_t amax = 0, cmax = 0;
     for (size_t i = 0; i < L; ++i) {
       if (bad_modulus(qs[i]) || hs[i] >= qs[i])
         return "bad source modulus or [qhat^-1]_q table";
@@ -42,6 +41,7 @@ struct ConvTables {  // prepare() returns nullptr, or what is wrong with the tab
     }
     for (size_t j = 0; j < Lp; ++j) {
       if (bad_modulus(ps[j])) return "bad target modulus";
+      uint64_t amax = 0, cmax = 0;  // this target's bounds on a_i and c_ij
       for (size_t i = 0; i < L; ++i) {
         const uint32_t cv = cs[i * Lp + j], rv = rs[i * Lp + j];
         if (cv >= ps[j] || rv >= ps[j]) return "conversion table not reduced";
@@ -51,15 +51,17 @@ struct ConvTables {  // prepare() returns nullptr, or what is wrong with the tab
         amax = std::max<uint64_t>(amax, (uint64_t)qs[i] + (centered ? kq[j * L + i] : 0));
         cmax = std::max<uint64_t>(cmax, cv);
       }
+      // products of a_i < amax and c_ij <= cmax summed in a 64-bit lane, on top of a carried residue below 2^32
+      // (amax < 2^32 and cmax < 2^31, so at least one product fits)
+      wt[j] = cmax == 0 ? (uint32_t)L
+                        : (uint32_t)std::min<uint64_t>(L, (~uint64_t{0} - 0xFFFFFFFFull) / (amax * cmax));
       const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ps[j]);
       pr[3 * j] = r, pr[3 * j + 1] = shoup_of(r, ps[j]), pr[3 * j + 2] = (uint32_t)((uint64_t{1} << 32) / ps[j]);
     }
     T = BConvTables{};
     T.L = L, T.Lp = Lp, T.q = qs, T.half = half, T.qhinv = hs, T.qhinv_s = hsh, T.p = ps, T.c = ct, T.c_s = cst;
     T.ncorr = nct, T.centered = centered;
-    // products of a_i < amax and c_ij <= cmax summed in a 64-bit lane, on top of a carried residue below 2^32
-    T.kq = kq, T.pr = pr;
-    T.wide_terms = cmax == 0 ? L : (size_t)std::min<uint64_t>(L, (~uint64_t{0} - 0xFFFFFFFFull) / (amax * cmax));
+    T.kq = kq, T.pr = pr, T.wide_terms = wt;
     T.ybuf_rows = L;
     if (with_tiles) prepare_tiles(cs, ps + Lp);
     return nullptr;

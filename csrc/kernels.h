@@ -34,9 +34,9 @@ struct BConvTables {
   const uint32_t *c = nullptr, *c_s = nullptr, *ncorr = nullptr;                      // (L', L): row j
   bool centered = false;
   // the 64-bit accumulating path (instruction sets with kWide): kq (L', L) = [-q_i]_{p_j}; pr (L', 3) =
-  // {[2^32]_{p_j}, its Shoup companion, floor(2^32 / p_j)}; wide_terms = how many products a 64-bit sum holds
-  const uint32_t *kq = nullptr, *pr = nullptr;
-  size_t wide_terms = 0;
+  // {[2^32]_{p_j}, its Shoup companion, floor(2^32 / p_j)}; wide_terms (L',) = how many products target j's
+  // 64-bit sum holds (each target its own bound: a 28-bit target beside 31-bit ones is not folded at their rate)
+  const uint32_t *kq = nullptr, *pr = nullptr, *wide_terms = nullptr;
   // target row j is written at row j of the output below gap_at, at row j + gap from there on (the fused ModUp
   // writes a digit's conversion around the digit's own rows of the extended digit)
   size_t gap_at = ~size_t{0}, gap = 0;  // (ops_impl.h's out_row reads these)

@@ -40,7 +40,15 @@ struct V {
     }
   }
   static constexpr bool kCompress = false;
-  static constexpr bool kWide = false;
+  // 64-bit lanes for the wide basis conversion and inner product (ops_impl.h): products of the even 32-bit lanes
+  // (vpmuludq), the odd lanes moved down, 64-bit adds, and the low / high words of two vectors of 4 64-bit sums
+  static constexpr bool kWide = true;
+  static inline reg mul_even(reg a, reg b) { return _mm256_mul_epu32(a, b); }
+  static inline reg odd(reg a) { return _mm256_srli_epi64(a, 32); }
+  static inline reg add64(reg a, reg b) { return _mm256_add_epi64(a, b); }
+  static inline reg join_lo(reg e, reg o) { return _mm256_blend_epi32(e, _mm256_slli_epi64(o, 32), 0xAA); }
+  static inline reg join_hi(reg e, reg o) { return _mm256_blend_epi32(_mm256_srli_epi64(e, 32), o, 0xAA); }
+  static inline reg even_part(reg r) { return _mm256_blend_epi32(r, _mm256_setzero_si256(), 0xAA); }
   static constexpr bool kGenericTail = true;  // the stages with h < W: ntt_impl.h's gtail, one lane at a time
 };
 }  // namespace HEMX_ISA

@@ -19,7 +19,7 @@ static inline size_t out_row(const BConvTables& T, size_t j) { return j < T.gap_
 
 // The 64-bit accumulating variant of step 2 (instruction sets with V::kWide): out_j = sum_i a_i c_ij with
 // a_i = y_i + [y_i > q_i / 2] [-q_i]_{p_j} (centered; a_i = y_i otherwise), each product exact in a 64-bit lane,
-// reduced once every T.wide_terms products: s = hi 2^32 + lo -> hi [2^32]_p + lo, two Shoup products.
+// reduced once every T.wide_terms[j] products: s = hi 2^32 + lo -> hi [2^32]_p + lo, two Shoup products.
 template <class VV>
 static inline R wide_reduce(R e, R o, R p, R r, R rs, R one_s) {
   const R hi = VV::join_hi(e, o), lo = VV::join_lo(e, o);
@@ -37,13 +37,14 @@ static void bconv_wide_rows(const BConvTables& T, const uint32_t* ybuf, uint32_t
     const R one_s = VV::set1(T.pr[3 * j + 2]);
     const uint32_t *cj = T.c + j * T.L, *kj = T.kq + j * T.L;
     uint32_t* oj = out + out_row(T, j) * n + lo;
+    const size_t terms = T.wide_terms[j];
     for (size_t k = 0; k < cnt; k += W) {
       R e = zero, o = zero;
-      size_t left = T.wide_terms;
+      size_t left = terms;
       for (size_t i = 0; i < T.L; ++i) {
         if (left == 0) {  // fold the sum back to [0, p) (a residue in the low words) and go on
           const R s = wide_reduce<VV>(e, o, p, r, rs, one_s);
-          e = VV::even_part(s), o = VV::odd(s), left = T.wide_terms;
+          e = VV::even_part(s), o = VV::odd(s), left = terms;
         }
         R a = VV::load(ybuf + i * cnt + k);
         if (T.centered) a = VV::add(a, VV::band(VV::gt_mask(a, VV::set1(T.half[i])), VV::set1(kj[i])));
@@ -71,7 +72,7 @@ static void bconv_block_t(const BConvTables& T, const uint32_t* x, uint32_t* out
     for (size_t k = 0; k < cnt; k += W) V::store(yi + k, csub(mul_lazy(V::load(xi + k), w, ws, q), q));
   }
   if constexpr (VV::kWide) {
-    if (T.wide_terms > 0 && T.kq && T.pr) return bconv_wide_rows<VV>(T, ybuf, out, n, lo, cnt);
+    if (T.wide_terms && T.kq && T.pr) return bconv_wide_rows<VV>(T, ybuf, out, n, lo, cnt);
   }
   for (size_t j = 0; j < T.Lp; ++j) {
     const R p = V::set1(T.p[j]);

@@ -135,12 +135,12 @@ void check_mul_shoup(const Kernels& k, Report& rep, uint32_t q) {
 void check_bconv(const Kernels& k, Report& rep, const std::vector<uint32_t>& qs, const std::vector<uint32_t>& ps,
                  bool centered, size_t n = 256, size_t lo = 0, size_t cnt = 256) {
   const size_t L = qs.size(), Lp = ps.size();
-  std::vector<uint32_t> qhinv(L), c(L * Lp), corr(L * Lp);
+  std::vector<uint32_t> qhinv(L), hats(L), c(L * Lp), corr(L * Lp);
   for (size_t i = 0; i < L; ++i) {
     uint64_t hat = 1;
     for (size_t t = 0; t < L; ++t)
       if (t != i) hat = hat * (qs[t] % qs[i]) % qs[i];
-    qhinv[i] = powmod(hat, qs[i] - 2, qs[i]);
+    hats[i] = (uint32_t)hat, qhinv[i] = powmod(hat, qs[i] - 2, qs[i]);
     for (size_t j = 0; j < Lp; ++j) {
       uint64_t h = 1;
       for (size_t t = 0; t < L; ++t)
@@ -156,6 +156,10 @@ void check_bconv(const Kernels& k, Report& rep, const std::vector<uint32_t>& qs,
     const uint32_t edge[5] = {0, 1, qs[i] - 1, qs[i] / 2, qs[i] / 2 + 1};
     for (size_t e = 0; e < 5 && e < cnt; ++e) x[i * n + lo + (e + i) % cnt] = edge[e];
   }
+  // the sums' worst column: every scaled source y_i = [x_i qhat_i^-1]_{q_i} at q_i - 1 (the largest addend a_i,
+  // centered or not), so a 64-bit sum folded too late for some target would show here
+  if (cnt > L + 5)
+    for (size_t i = 0; i < L; ++i) x[i * n + lo + L + 5] = mulmod(qs[i] - 1, hats[i], qs[i]);
   ConvTables ct;
   if (const char* why = ct.prepare(L, Lp, qs.data(), qhinv.data(), ps.data(), c.data(), corr.data(), centered,
                                    k.conv_tiles))
