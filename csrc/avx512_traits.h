@@ -48,19 +48,17 @@ struct V {
   // 64-bit lanes for the wide basis conversion: products of the even 32-bit lanes, the odd lanes moved down,
   // 64-bit adds, and the 16 low / high words of two vectors of 8 64-bit sums (even lanes, odd lanes)
   static constexpr bool kWide = true;
+  static constexpr size_t kWideTargets = 4;  // targets per pass of the wide basis conversion
   static constexpr bool kGenericTail = false;  // its own in-register tails (below)
   static inline reg mul_even(reg a, reg b) { return _mm512_mul_epu32(a, b); }
+  static inline reg mul_even_s(reg a, reg b) { return _mm512_mul_epi32(a, b); }  // signed even lanes
+  static inline reg set1_64(uint64_t v) { return _mm512_set1_epi64((long long)v); }
   static inline reg odd(reg a) { return _mm512_srli_epi64(a, 32); }
   static inline reg add64(reg a, reg b) { return _mm512_add_epi64(a, b); }
   static inline reg join_lo(reg e, reg o) { return _mm512_mask_blend_epi32((__mmask16)0xAAAA, e, _mm512_slli_epi64(o, 32)); }
   static inline reg join_hi(reg e, reg o) { return _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(e, 32), o); }
   static inline reg even_part(reg r) { return _mm512_maskz_mov_epi32((__mmask16)0x5555, r); }
-  template <int Mode>
-  static void forward_tail(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w,
-                           const uint32_t* ws, size_t h);
-  template <bool Lazy>
-  static size_t inverse_tail(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w,
-                             const uint32_t* ws);
+  HEMX_OWN_TAILS
 };
 
 }  // namespace HEMX_ISA

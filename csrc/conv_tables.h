@@ -23,6 +23,7 @@ uint32_t shoup_of(uint32_t w, uint32_t q) { return (uint32_t)(((uint64_t)w << 32
 // tiles: also make the tile path's digit tiles and constants (for a table whose conv_tiles is set; kernels.h).
 struct ConvTables {  // prepare() returns nullptr, or what is wrong with the tables
   std::vector<uint32_t> tab;
+  std::vector<uint64_t> bias;  // BConvTables::wide_bias
   std::vector<int8_t> tile_digits;
   BConvTables T;
 
@@ -30,38 +31,41 @@ struct ConvTables {  // prepare() returns nullptr, or what is wrong with the tab
                      const uint32_t* cs, const uint32_t* rs, bool centered, bool tiles = false) {
     if (L == 0 || Lp == 0) return "empty basis conversion";
     const bool with_tiles = tiles && L >= kTileMinSources && L <= kTileMaxSources && Lp >= kTileMinTargets;
-    tab.assign(3 * L + 4 * L * Lp + 5 * Lp + (with_tiles ? 4 * Lp : 0), 0);
+    tab.assign(3 * L + 3 * L * Lp + 5 * Lp + (with_tiles ? 4 * Lp : 0), 0);
+    bias.assign(Lp, 0);
     uint32_t *half = tab.data(), *hsh = half + L, *ct = hsh + L, *cst = ct + L * Lp, *nct = cst + L * Lp;
-    uint32_t *kq = nct + L * Lp, *pr = kq + L * Lp, *wt = pr + 3 * Lp, *ps = wt + Lp;  // ps last: tile consts follow
+    uint32_t *pr = nct + L * Lp, *wt = pr + 3 * Lp, *ps = wt + Lp;  // ps last: the tile constants follow
     std::memcpy(ps, ps_in, Lp * sizeof(uint32_t));
+    uint64_t amax = 0;  // bound on |a_i| (the wide path's multiplicand: y_i, or y_i - q_i when centered and y_i > q_i / 2)
     for (size_t i = 0; i < L; ++i) {
       if (bad_modulus(qs[i]) || hs[i] >= qs[i])
         return "bad source modulus or [qhat^-1]_q table";
       half[i] = qs[i] >> 1, hsh[i] = shoup_of(hs[i], qs[i]);
+      amax = std::max<uint64_t>(amax, centered ? half[i] : qs[i] - 1);
     }
     for (size_t j = 0; j < Lp; ++j) {
       if (bad_modulus(ps[j])) return "bad target modulus";
-      uint64_t amax = 0, cmax = 0;  // this target's bounds on a_i and c_ij
+      uint64_t cmax = 0;  // this target's bound on c_ij
       for (size_t i = 0; i < L; ++i) {
         const uint32_t cv = cs[i * Lp + j], rv = rs[i * Lp + j];
         if (cv >= ps[j] || rv >= ps[j]) return "conversion table not reduced";
         ct[j * L + i] = cv, cst[j * L + i] = shoup_of(cv, ps[j]), nct[j * L + i] = rv ? ps[j] - rv : 0;
-        const uint32_t qm = qs[i] % ps[j];
-        kq[j * L + i] = qm ? ps[j] - qm : 0;
-        amax = std::max<uint64_t>(amax, (uint64_t)qs[i] + (centered ? kq[j * L + i] : 0));
         cmax = std::max<uint64_t>(cmax, cv);
       }
-      // products of a_i < amax and c_ij <= cmax summed in a 64-bit lane, on top of a carried residue below 2^32
-      // (amax < 2^32 and cmax < 2^31, so at least one product fits)
-      wt[j] = cmax == 0 ? (uint32_t)L
-                        : (uint32_t)std::min<uint64_t>(L, (~uint64_t{0} - 0xFFFFFFFFull) / (amax * cmax));
+      // t products, each |a_i c_ij| <= amax cmax < 2^62, on top of a carried residue below p_j and the bias: the sum
+      // stays in [0, 2^64) when t amax cmax + bias + p_j < 2^64, and bias = ceil(t amax cmax / p_j) p_j is below
+      // t amax cmax + p_j (centered; no bias otherwise: every product is nonnegative)
+      const uint64_t prod = amax * cmax, room = ~uint64_t{0} - 2 * uint64_t{ps[j]};
+      const uint64_t t = prod == 0 ? L : std::min<uint64_t>(L, room / (centered ? 2 * prod : prod));
+      wt[j] = (uint32_t)t;
+      bias[j] = centered ? (t * prod + ps[j] - 1) / ps[j] * ps[j] : 0;
       const uint32_t r = (uint32_t)((uint64_t{1} << 32) % ps[j]);
       pr[3 * j] = r, pr[3 * j + 1] = shoup_of(r, ps[j]), pr[3 * j + 2] = (uint32_t)((uint64_t{1} << 32) / ps[j]);
     }
     T = BConvTables{};
     T.L = L, T.Lp = Lp, T.q = qs, T.half = half, T.qhinv = hs, T.qhinv_s = hsh, T.p = ps, T.c = ct, T.c_s = cst;
     T.ncorr = nct, T.centered = centered;
-    T.kq = kq, T.pr = pr, T.wide_terms = wt;
+    T.pr = pr, T.wide_terms = wt, T.wide_bias = bias.data();
     T.ybuf_rows = L;
     if (with_tiles) prepare_tiles(cs, ps + Lp);
     return nullptr;

@@ -23,6 +23,16 @@
 #define HEMX_STR2(a) #a
 #define HEMX_STR(a) HEMX_STR2(a)
 
+// Inside a vector traits struct whose kGenericTail is false: its own tails of the NTT (the stages with h < W,
+// ntt_impl.h's tail_forward / tail_inverse), defined in that instruction set's file after ntt_impl.h.
+#define HEMX_OWN_TAILS                                                                                            \
+  template <int Mode>                                                                                             \
+  static void forward_tail(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w,                  \
+                           const uint32_t* ws, size_t h);                                                         \
+  template <bool Lazy>                                                                                            \
+  static size_t inverse_tail(uint32_t* a, size_t len, size_t base, uint32_t q, const uint32_t* w,                \
+                             const uint32_t* ws);
+
 namespace hemx {
 
 // Basis-conversion tables for ops_impl.h's bconv_block (see there): source (L,) and target (L',) moduli, the
@@ -33,10 +43,12 @@ struct BConvTables {
   const uint32_t* p = nullptr;                                                        // (L',)
   const uint32_t *c = nullptr, *c_s = nullptr, *ncorr = nullptr;                      // (L', L): row j
   bool centered = false;
-  // the 64-bit accumulating path (instruction sets with kWide): kq (L', L) = [-q_i]_{p_j}; pr (L', 3) =
-  // {[2^32]_{p_j}, its Shoup companion, floor(2^32 / p_j)}; wide_terms (L',) = how many products target j's
-  // 64-bit sum holds (each target its own bound: a 28-bit target beside 31-bit ones is not folded at their rate)
-  const uint32_t *kq = nullptr, *pr = nullptr, *wide_terms = nullptr;
+  // the 64-bit accumulating path (instruction sets with kWide; ops_impl.h's bconv_wide_rows): pr (L', 3) =
+  // {[2^32]_{p_j}, its Shoup companion, floor(2^32 / p_j)}; wide_terms (L',) = how many signed products target j's
+  // 64-bit sum holds between two folds (each target its own bound); wide_bias (L',) = a multiple of p_j, at least
+  // wide_terms[j] times the largest |product| when centered (0 otherwise), that keeps the sum nonnegative
+  const uint32_t *pr = nullptr, *wide_terms = nullptr;
+  const uint64_t* wide_bias = nullptr;
   // target row j is written at row j of the output below gap_at, at row j + gap from there on (the fused ModUp
   // writes a digit's conversion around the digit's own rows of the extended digit)
   size_t gap_at = ~size_t{0}, gap = 0;  // (ops_impl.h's out_row reads these)

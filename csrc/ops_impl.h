@@ -17,9 +17,12 @@ static inline size_t out_row(const BConvTables& T, size_t j) { return j < T.gap_
 // product with its Shoup companion, and ncorr_ij = (p_j - corr_ij) mod p_j (the correction as an addend).
 // (BConvTables is declared in kernels.h.)
 
-// The 64-bit accumulating variant of step 2 (instruction sets with V::kWide): out_j = sum_i a_i c_ij with
-// a_i = y_i + [y_i > q_i / 2] [-q_i]_{p_j} (centered; a_i = y_i otherwise), each product exact in a 64-bit lane,
-// reduced once every T.wide_terms[j] products: s = hi 2^32 + lo -> hi [2^32]_p + lo, two Shoup products.
+// The 64-bit accumulating variant of step 2 (instruction sets with V::kWide). ybuf holds the signed multiplicands
+// a_i = y_i - [centered and y_i > q_i / 2] q_i (|a_i| <= q_i / 2 centered, else a_i = y_i < q_i < 2^31), so that
+// out_j = sum_i a_i c_ij mod p_j, the centered correction included: each product is exact in a signed 64-bit
+// lane, the sum starts at T.wide_bias[j] (a multiple of p_j that keeps it nonnegative) and is folded to [0, p_j)
+// once every T.wide_terms[j] products: s = hi 2^32 + lo -> hi [2^32]_p + lo, two Shoup products. Targets go JB
+// at a time, so that one load of a_i (and its odd lanes) feeds JB targets' sums.
 template <class VV>
 static inline R wide_reduce(R e, R o, R p, R r, R rs, R one_s) {
   const R hi = VV::join_hi(e, o), lo = VV::join_lo(e, o);
@@ -27,35 +30,51 @@ static inline R wide_reduce(R e, R o, R p, R r, R rs, R one_s) {
   return csub(VV::add(a, b), p);
 }
 
+template <class VV, size_t JB>
+static void bconv_wide_targets(const BConvTables& T, const uint32_t* ybuf, uint32_t* out, size_t n, size_t lo,
+                               size_t cnt, size_t j0) {
+  constexpr size_t W = VV::W;
+  size_t terms = T.L;
+  for (size_t b = 0; b < JB; ++b)  // (no std::min: an ISA object defines no symbol outside its namespace)
+    if (T.wide_terms[j0 + b] < terms) terms = T.wide_terms[j0 + b];
+  const uint32_t* cj[JB];
+  for (size_t b = 0; b < JB; ++b) cj[b] = T.c + (j0 + b) * T.L;
+  auto fold = [&](size_t b, R e, R o) {
+    const size_t j = j0 + b;
+    return wide_reduce<VV>(e, o, VV::set1(T.p[j]), VV::set1(T.pr[3 * j]), VV::set1(T.pr[3 * j + 1]),
+                           VV::set1(T.pr[3 * j + 2]));
+  };
+  for (size_t k = 0; k < cnt; k += W) {
+    R e[JB], o[JB];
+    for (size_t b = 0; b < JB; ++b) e[b] = o[b] = VV::set1_64(T.wide_bias[j0 + b]);
+    size_t left = terms;
+    for (size_t i = 0; i < T.L; ++i) {
+      if (left == 0) {  // fold each sum back to [0, p) (a residue in the low words), add the bias again, go on
+        for (size_t b = 0; b < JB; ++b) {
+          const R s = fold(b, e[b], o[b]), bias = VV::set1_64(T.wide_bias[j0 + b]);
+          e[b] = VV::add64(VV::even_part(s), bias), o[b] = VV::add64(VV::odd(s), bias);
+        }
+        left = terms;
+      }
+      const R a = VV::load(ybuf + i * cnt + k), ao = VV::odd(a);
+      for (size_t b = 0; b < JB; ++b) {
+        const R c = VV::set1(cj[b][i]);
+        e[b] = VV::add64(e[b], VV::mul_even_s(a, c));
+        o[b] = VV::add64(o[b], VV::mul_even_s(ao, c));
+      }
+      --left;
+    }
+    for (size_t b = 0; b < JB; ++b) VV::store(out + out_row(T, j0 + b) * n + lo + k, fold(b, e[b], o[b]));
+  }
+}
+
 template <class VV>
 static void bconv_wide_rows(const BConvTables& T, const uint32_t* ybuf, uint32_t* out, size_t n, size_t lo,
                             size_t cnt) {
-  constexpr size_t W = VV::W;
-  const R zero = VV::set1(0);
-  for (size_t j = 0; j < T.Lp; ++j) {
-    const R p = VV::set1(T.p[j]), r = VV::set1(T.pr[3 * j]), rs = VV::set1(T.pr[3 * j + 1]);
-    const R one_s = VV::set1(T.pr[3 * j + 2]);
-    const uint32_t *cj = T.c + j * T.L, *kj = T.kq + j * T.L;
-    uint32_t* oj = out + out_row(T, j) * n + lo;
-    const size_t terms = T.wide_terms[j];
-    for (size_t k = 0; k < cnt; k += W) {
-      R e = zero, o = zero;
-      size_t left = terms;
-      for (size_t i = 0; i < T.L; ++i) {
-        if (left == 0) {  // fold the sum back to [0, p) (a residue in the low words) and go on
-          const R s = wide_reduce<VV>(e, o, p, r, rs, one_s);
-          e = VV::even_part(s), o = VV::odd(s), left = terms;
-        }
-        R a = VV::load(ybuf + i * cnt + k);
-        if (T.centered) a = VV::add(a, VV::band(VV::gt_mask(a, VV::set1(T.half[i])), VV::set1(kj[i])));
-        const R c = VV::set1(cj[i]);
-        e = VV::add64(e, VV::mul_even(a, c));
-        o = VV::add64(o, VV::mul_even(VV::odd(a), c));
-        --left;
-      }
-      VV::store(oj + k, wide_reduce<VV>(e, o, p, r, rs, one_s));
-    }
-  }
+  constexpr size_t JB = VV::kWideTargets;
+  size_t j = 0;
+  for (; j + JB <= T.Lp; j += JB) bconv_wide_targets<VV, JB>(T, ybuf, out, n, lo, cnt, j);
+  for (; j < T.Lp; ++j) bconv_wide_targets<VV, 1>(T, ybuf, out, n, lo, cnt, j);
 }
 
 // Coefficients [lo, lo + cnt) of one polynomial x (L rows of stride n) into out (L' rows of stride n, target j at
@@ -65,14 +84,23 @@ template <class VV = V>
 static void bconv_block_t(const BConvTables& T, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,
                           uint32_t* ybuf) {
   constexpr size_t W = V::W;
+  bool wide = false;  // the 64-bit path (bconv_wide_rows), which takes signed multiplicands when centered
+  if constexpr (VV::kWide) wide = T.wide_terms && T.wide_bias && T.pr;
   for (size_t i = 0; i < T.L; ++i) {
-    const R q = V::set1(T.q[i]), w = V::set1(T.qhinv[i]), ws = V::set1(T.qhinv_s[i]);
+    const R q = V::set1(T.q[i]), w = V::set1(T.qhinv[i]), ws = V::set1(T.qhinv_s[i]), h = V::set1(T.half[i]);
     const uint32_t* xi = x + i * n + lo;
     uint32_t* yi = ybuf + i * cnt;
-    for (size_t k = 0; k < cnt; k += W) V::store(yi + k, csub(mul_lazy(V::load(xi + k), w, ws, q), q));
+    if (wide && T.centered) {  // y_i - q_i where y_i > q_i / 2
+      for (size_t k = 0; k < cnt; k += W) {
+        const R y = csub(mul_lazy(V::load(xi + k), w, ws, q), q);
+        V::store(yi + k, V::sub(y, V::band(V::gt_mask(y, h), q)));
+      }
+    } else {
+      for (size_t k = 0; k < cnt; k += W) V::store(yi + k, csub(mul_lazy(V::load(xi + k), w, ws, q), q));
+    }
   }
   if constexpr (VV::kWide) {
-    if (T.wide_terms && T.kq && T.pr) return bconv_wide_rows<VV>(T, ybuf, out, n, lo, cnt);
+    if (wide) return bconv_wide_rows<VV>(T, ybuf, out, n, lo, cnt);
   }
   for (size_t j = 0; j < T.Lp; ++j) {
     const R p = V::set1(T.p[j]);

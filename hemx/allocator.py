@@ -9,10 +9,15 @@ touching it again costs a fault through the hypervisor as well: measured on a 2-
 16 hoisted rotations at P16 took 0.40-0.60 s back to back but 1.2-1.9 s after a pause of 2-5 s, all the
 difference system time (``docs/results/ops-rotate16-cpu.md``).
 
-Three glibc settings avoid both: transparent huge pages for the heap (``hugetlb=1``), no ``mmap`` for large
-blocks (``mmap_max=0``: they come from the heap, whose freed blocks malloc reuses), and a trim threshold high
-enough that malloc never returns the heap's top to the kernel. The price is that memory freed by the program
-stays in the process (its peak resident size is what it keeps). With them the same calls took 0.35-0.54 s
+Four glibc settings avoid both: transparent huge pages for the heap (``hugetlb=1``), no ``mmap`` for large
+blocks (``mmap_max=0``: they come from the heap, whose freed blocks malloc reuses), a trim threshold high
+enough that malloc never returns the heap's top to the kernel, and one arena for every thread (``arena_max=1``).
+The last is needed because XLA's worker threads allocate the temporaries: a thread's own arena grows in heaps of
+at most 64 MiB, and glibc maps a larger block afresh whatever ``mmap_max`` says (and unmaps it on ``free``), so
+without it a key switch at N = 2^16 still faulted in a 110 MiB block on every call (measured: 15 % of a set D
+rotation's time in the kernel's page zeroing on a 2-vCPU Zen 4, and 46-60 ms against 61-80 ms per rotation with
+the setting, alternated processes). The price is that memory freed by the program stays in the process (its peak
+resident size is what it keeps), and that every thread's malloc takes the one arena's lock. With them the same calls took 0.35-0.54 s
 whatever the pause (with the tunables, a process's first timed call 1.05-1.09 s while the heap grew), and in
 ``hemx bench ops --peers desilofhe`` hemx's 16 hoisted rotations went from 1.62x to 4.78x desilofhe's speed in
 the same process.
@@ -38,11 +43,13 @@ TUNABLES: tuple[tuple[str, str], ...] = (
     ("glibc.malloc.hugetlb", "1"),
     ("glibc.malloc.mmap_max", "0"),
     ("glibc.malloc.trim_threshold", str(1 << 36)),
+    ("glibc.malloc.arena_max", "1"),
 )
 
 # mallopt parameters (glibc's malloc.h)
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
+_M_ARENA_MAX = -8
 _INT_MAX = 2**31 - 1
 
 
@@ -94,11 +101,13 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def keep_pages() -> bool:
-    """Make this process's malloc keep freed memory: no ``mmap`` for large blocks and no trimming of the heap below
-    2 GiB free at its top (``mallopt``'s limit). Applies to later allocations; blocks already mapped stay as they
-    are, so call it before the keys and the first programs. True when applied, False where the C library is not
-    glibc (nothing changes there)."""
+    """Make this process's malloc keep freed memory: no ``mmap`` for large blocks, no trimming of the heap below
+    2 GiB free at its top (``mallopt``'s limit), and no arenas beyond those that exist (threads that first allocate
+    afterwards share them; called before the first JAX program, that is the main arena alone). Applies to later
+    allocations; blocks already mapped stay as they are, so call it before the keys and the first programs. True
+    when applied, False where the C library is not glibc (nothing changes there)."""
     libc = _glibc()
     if libc is None:
         return False
-    return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, _INT_MAX))
+    return (bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, _INT_MAX))
+            and bool(libc.mallopt(_M_ARENA_MAX, 1)))
