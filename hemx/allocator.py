@@ -14,11 +14,11 @@ blocks (``mmap_max=0``: they come from the heap, whose freed blocks malloc reuse
 enough that malloc never returns the heap's top to the kernel, and one arena for every thread (``arena_max=1``).
 The last is needed because XLA's worker threads allocate the temporaries: a thread's own arena grows in heaps of
 at most 64 MiB, and glibc maps a larger block afresh whatever ``mmap_max`` says (and unmaps it on ``free``), so
-without it a key switch at N = 2^16 still faulted in a 110 MiB block on every call (measured: 15 % of a set D
-rotation's time in the kernel's page zeroing on a 2-vCPU Zen 4, and 46-60 ms against 61-80 ms per rotation with
-the setting, alternated processes). The price is that memory freed by the program stays in the process (its peak
-resident size is what it keeps), and that every thread's malloc takes the one arena's lock. With them the same calls took 0.35-0.54 s
-whatever the pause (with the tunables, a process's first timed call 1.05-1.09 s while the heap grew), and in
+without it a key switch at N = 2^16 still faulted in a 110 MiB block on every call (measured on a 2-vCPU Zen 4:
+15 % of a set D rotation's time in the kernel's page zeroing; over 7 alternated pairs of processes, a median of
+54.2 ms per rotation with the setting against 66.8 ms without). The price is that memory freed by the program
+stays in the process (its peak resident size is what it keeps), and that every thread's malloc takes the one
+arena's lock. With the first three settings the same calls took 0.35-0.54 s whatever the pause (with the tunables, a process's first timed call 1.05-1.09 s while the heap grew), and in
 ``hemx bench ops --peers desilofhe`` hemx's 16 hoisted rotations went from 1.62x to 4.78x desilofhe's speed in
 the same process.
 
