@@ -45,6 +45,11 @@ struct V {
     _mm512_storeu_si512((void*)out, _mm512_maskz_compress_epi32(m, v));
     return (size_t)__builtin_popcount((unsigned)m);
   }
+  // the automorphism's gather (ops_impl.h's gather_span): the lanes of v chosen by the low 4 bits of idx, and
+  // whether two registers are equal in every lane
+  static constexpr bool kPermute = true;
+  static inline reg permute(reg idx, reg v) { return _mm512_permutexvar_epi32(idx, v); }
+  static inline bool all_equal(reg a, reg b) { return _mm512_cmpneq_epi32_mask(a, b) == 0; }
   // 64-bit lanes for the wide basis conversion: products of the even 32-bit lanes, the odd lanes moved down,
   // 64-bit adds, and the 16 low / high words of two vectors of 8 64-bit sums (even lanes, odd lanes)
   static constexpr bool kWide = true;

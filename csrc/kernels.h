@@ -223,6 +223,7 @@ struct ScalarV {
   static inline reg rotl(reg a) { return (a << k) | (a >> (32 - k)); }
   static constexpr bool kWide = false;  // no 64-bit lane helpers (ops_impl.h's wide basis conversion)
   static constexpr bool kCompress = false;  // prng_impl.h keeps values one at a time
+  static constexpr bool kPermute = false;   // ops_impl.h's gather_span goes one word at a time
 };
 }  // namespace
 

@@ -41,6 +41,10 @@ struct V {
     }
   }
   static constexpr bool kCompress = false;
+  // the automorphism's gather (ops_impl.h's gather_span): lanes chosen by the low 3 bits of idx; all lanes equal
+  static constexpr bool kPermute = true;
+  static inline reg permute(reg idx, reg v) { return _mm256_permutevar8x32_epi32(v, idx); }
+  static inline bool all_equal(reg a, reg b) { return _mm256_movemask_epi8(_mm256_cmpeq_epi32(a, b)) == -1; }
   // 64-bit lanes for the wide basis conversion and inner product (ops_impl.h): products of the even 32-bit lanes
   // (vpmuludq), the odd lanes moved down, 64-bit adds, and the low / high words of two vectors of 4 64-bit sums
   static constexpr bool kWide = true;

@@ -39,6 +39,7 @@ struct V {
     }
   }
   static constexpr bool kCompress = false;
+  static constexpr bool kPermute = false;  // the automorphism's gather one word at a time (ops_impl.h)
   static constexpr bool kWide = false;
   static constexpr bool kGenericTail = true;  // the stages with h < W: ntt_impl.h's gtail, one lane at a time
 };

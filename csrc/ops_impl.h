@@ -86,17 +86,15 @@ static void bconv_block_t(const BConvTables& T, const uint32_t* x, uint32_t* out
   constexpr size_t W = V::W;
   bool wide = false;  // the 64-bit path (bconv_wide_rows), which takes signed multiplicands when centered
   if constexpr (VV::kWide) wide = T.wide_terms && T.wide_bias && T.pr;
+  const bool signed_y = wide && T.centered;  // y_i - q_i where y_i > q_i / 2
   for (size_t i = 0; i < T.L; ++i) {
     const R q = V::set1(T.q[i]), w = V::set1(T.qhinv[i]), ws = V::set1(T.qhinv_s[i]), h = V::set1(T.half[i]);
     const uint32_t* xi = x + i * n + lo;
     uint32_t* yi = ybuf + i * cnt;
-    if (wide && T.centered) {  // y_i - q_i where y_i > q_i / 2
-      for (size_t k = 0; k < cnt; k += W) {
-        const R y = csub(mul_lazy(V::load(xi + k), w, ws, q), q);
-        V::store(yi + k, V::sub(y, V::band(V::gt_mask(y, h), q)));
-      }
-    } else {
-      for (size_t k = 0; k < cnt; k += W) V::store(yi + k, csub(mul_lazy(V::load(xi + k), w, ws, q), q));
+    for (size_t k = 0; k < cnt; k += W) {
+      R y = csub(mul_lazy(V::load(xi + k), w, ws, q), q);
+      if (signed_y) y = V::sub(y, V::band(V::gt_mask(y, h), q));
+      V::store(yi + k, y);
     }
   }
   if constexpr (VV::kWide) {
@@ -209,7 +207,34 @@ static void inner_product_t(uint32_t* out, size_t o_kstride, const uint32_t* a, 
 }
 
 // ---------------------------------------------------------------------------------- automorphism
-// out[j] = in[map[j]] over n residues (map a permutation of [0, n), checked by the caller).
+// out[j] = in[map[j]] for j in [0, cnt), every map[j] in [0, in_len) (checked by the caller).
+//
+// An automorphism X -> X^g in the NTT domain's (bit-reversed) order sends evaluation point k to k g + (g - 1) / 2
+// mod N; the low t bits of that depend only on the low t bits of k, which are the high bits of the position. So
+// every aligned block of 2^s output positions reads exactly one aligned block of 2^s input positions, for every s.
+// Where the W indices of an aligned output vector lie in one aligned input vector (all of them, for such a map),
+// the vector is one load and one lane permute (VV::kPermute); elsewhere, and at the ends, one word at a time. Any
+// map gives the same words: the test is made per vector, on the indices themselves.
+template <class VV = V>
+static void gather_span(uint32_t* out, const uint32_t* in, size_t in_len, const int32_t* map, size_t cnt) {
+  size_t j = 0;
+  if constexpr (VV::kPermute) {
+    constexpr uint32_t W = (uint32_t)VV::W;
+    const R high = VV::set1(~(W - 1));
+    for (; j + W <= cnt; j += W) {
+      const R m = VV::load(reinterpret_cast<const uint32_t*>(map) + j);
+      const uint32_t base = (uint32_t)map[j] & ~(W - 1);
+      if (base + W <= in_len && VV::all_equal(VV::band(m, high), VV::set1(base))) {
+        VV::store(out + j, VV::permute(m, VV::load(in + base)));
+      } else {
+        for (size_t t = j; t < j + W; ++t) out[t] = in[(uint32_t)map[t]];
+      }
+    }
+  }
+  for (; j < cnt; ++j) out[j] = in[(uint32_t)map[j]];
+}
+
+// out[j] = in[map[j]] over n residues (map within [0, n), checked by the caller).
 static void gather_t(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n) {
-  for (size_t j = 0; j < n; ++j) out[j] = in[(uint32_t)map[j]];
+  gather_span<>(out, in, n, map, n);
 }

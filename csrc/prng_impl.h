@@ -151,6 +151,7 @@ static void uniform_row_t(uint32_t* out, size_t n, const uint32_t* key, const ui
 // Columns per step of the key product: each digit's piece of kSeedChunk words (its uniform row, generated; its
 // permuted digit, gathered) is made once and serves every ciphertext of the batch while it sits in L1.
 constexpr size_t kSeedChunk = kSeedChunkWords;  // (kernels.h: the scratch the handler gives)
+static_assert((kSeedChunk & (kSeedChunk - 1)) == 0, "the digits' pieces are aligned blocks of a power of two");
 
 // The key-switching inner product of one limb: for every batch member bi,
 //   out0[bi] = sum_d x_d * b_d,  out1[bi] = sum_d x_d * a_d
@@ -175,10 +176,15 @@ static void key_product_t(uint32_t* out, size_t o_bstride, size_t o_kstride, con
     // would otherwise take turns, one bound by memory, the other by arithmetic
     for (size_t d = 0; d < D; ++d)
       for (size_t t = 0; t < c; t += 16) __builtin_prefetch(b + d * b_dstride + j0 + t, 0, 2);
-    if (!map)
-      for (size_t bi = 0; bi < batch; ++bi)
-        for (size_t d = 0; d < D; ++d)
-          for (size_t t = 0; t < c; t += 16) __builtin_prefetch(ext + bi * e_bstride + d * e_dstride + j0 + t, 0, 2);
+    // the digits' piece: this one, or through an automorphism's map the aligned piece its first index falls in
+    // (every output piece of a power-of-two size reads one such input piece: gather_span, ops_impl.h); a hint
+    // only, so any other map costs nothing but the misses
+    const size_t src0 = map ? ((size_t)(uint32_t)map[j0] & ~(kSeedChunk - 1)) : j0;
+    const size_t src_c = src0 + c <= n ? c : n - src0;
+    for (size_t bi = 0; bi < batch; ++bi)
+      for (size_t d = 0; d < D; ++d)
+        for (size_t t = 0; t < src_c; t += 16)
+          __builtin_prefetch(ext + bi * e_bstride + d * e_dstride + src0 + t, 0, 2);
     if (key)
       for (size_t d = 0; d < D; ++d) stream_fill(streams[d], abuf + d * kSeedChunk, c);
     for (size_t bi = 0; bi < batch; ++bi) {
@@ -186,11 +192,7 @@ static void key_product_t(uint32_t* out, size_t o_bstride, size_t o_kstride, con
       uint32_t* o = out + bi * o_bstride;
       if (map) {  // this piece of the permuted digits
         const int32_t* mp = map + j0;
-        for (size_t d = 0; d < D; ++d) {
-          const uint32_t* src = e + d * e_dstride;
-          uint32_t* dst = xbuf + d * kSeedChunk;
-          for (size_t t = 0; t < c; ++t) dst[t] = src[(uint32_t)mp[t]];
-        }
+        for (size_t d = 0; d < D; ++d) gather_span<VV>(xbuf + d * kSeedChunk, e + d * e_dstride, n, mp, c);
       }
       // digit d's values at column j: x(d, j)
       const uint32_t* xs = map ? xbuf : e + j0;

@@ -128,6 +128,32 @@ def test_key_product_matches_the_automorphism_and_inner_product(lead, digits, m,
                 assert got.shape == lead + (2, m, n) and np.array_equal(got, expect), (isa, inline, args[1].keys())
 
 
+@pytest.mark.parametrize("n", [64, 2048, 4096])
+def test_key_product_through_automorphism_maps(n):
+    """The permuted digits read through real automorphisms' maps (each aligned vector of outputs reads one aligned
+    input vector: the kernels' load-and-permute path; 2048 and 4096: pieces whose input piece lies elsewhere in the
+    row), and through such a map with two indices swapped across blocks (those vectors one word at a time), every
+    instruction set, against the automorphism and the plain inner product."""
+    from hemx.kernels import automorphism as A  # noqa: PLC0415
+
+    rng = np.random.default_rng(n)
+    ext, b, qs = _operands(rng, (2,), 3, 4, n, 3, 4)
+    key = rng.integers(0, 2**32, size=8, dtype=np.uint32)
+    maps = [A.ntt_index_map(n, g) for g in (A.galois_element(n, 1), A.galois_element(n, -7),
+                                            A.galois_element(n, n // 8 + 3), A.conjugation_element(n))]
+    broken = np.array(maps[1], np.int32)
+    broken[[5, n - 9]] = broken[[n - 9, 5]]
+    maps.append(broken)
+    for imap in maps:
+        imap = np.asarray(imap, np.int32)
+        want = _expanded_product(np.take(ext, imap, axis=-1), b, key, qs)
+        for isa in ISAS:
+            native.set_isa(isa)
+            got = np.asarray(native.key_product(jnp.asarray(ext), jnp.asarray(b), qs[:4], stream=key,
+                                                index_map=imap))
+            assert np.array_equal(got, want), isa
+
+
 def test_key_product_at_31_bit_moduli_with_many_digits():
     """31-bit moduli: a 64-bit lane holds only 4 products below (q - 1)^2, so the wide path folds its sums midway
     (12 digits: three folds); every operand at q - 1, the largest sums. Every instruction set."""
