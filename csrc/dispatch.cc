@@ -22,7 +22,7 @@ namespace {
 #define HEMX_TABLE(ns, width)                                                                                      \
   Kernels {                                                                                                        \
     #ns, width, &ns::forward, &ns::inverse, &ns::mul_shoup, &ns::butterfly_probe, &ns::bconv_block,               \
-        &ns::inner_product, &ns::gather, &ns::uniform_row, &ns::key_product, false                                 \
+        &ns::inner_product, &ns::plain_sum, &ns::gather, &ns::uniform_row, &ns::key_product, false              \
   }
 
 constexpr Kernels kScalarTable = HEMX_TABLE(scalar, kWidthScalar);
@@ -32,7 +32,8 @@ constexpr Kernels kAvx512Table = HEMX_TABLE(avx512, kWidthAvx512);
 #if HEMX_HAVE_AMX
 // AVX-512 with the basis conversion on AMX tiles (ntt_amx.cc)
 constexpr Kernels kAmxTable = {"amx", kWidthAvx512, &avx512::forward, &avx512::inverse, &avx512::mul_shoup,
-                               &avx512::butterfly_probe, &amx::bconv_block, &avx512::inner_product, &avx512::gather,
+                               &avx512::butterfly_probe, &amx::bconv_block, &avx512::inner_product,
+                               &avx512::plain_sum, &avx512::gather,
                                &avx512::uniform_row, &avx512::key_product, true};
 #endif
 #elif HEMX_ARCH_ARM64

@@ -7,6 +7,8 @@
 //   hemx_butterfly_probe(x (K, n), q (K,), tw (K, 2); reps) -> (K, n)           (roofline probe)
 //   hemx_automorphism(x (..., L, N), map (N,) s32) -> (..., L, N)                 (out = x[..., map])
 //   hemx_inner_product(a (..., D, m, N), b (D, K, m, N), q (m,)) -> (..., K, m, N)  (sum_d a_d b_d mod q)
+//   hemx_plain_sums(q (m,), x_i (..., K, m, N) ..., w_d blocks (r, N / b) ...; parts, pieces, groups)
+//                   -> G x (..., K, m, N)                                      (grouped plaintext products, PlainSums)
 //   hemx_bconv(x (..., L, N), q (L,), qhinv (L,), p (L',), c (L, L'), corr (L, L'); centered) -> (..., L', N)
 //   hemx_uniform(digits (D,) s32, key (8,), q (m,); n, xof) -> (D, m, n)           (seeded rows, see Uniform)
 //   hemx_key_product(a (..., D, m, N), b (Dk, K, Mk, N), key (8,), q (m,), map (N,) s32; seeded, permuted, xof)
@@ -343,6 +345,128 @@ ffi::Error InnerProduct(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> a, ffi::Buff
     const size_t bi = u / m, l = u % m;
     k.inner_product(out + (bi * K * m + l) * n, m * n, as + (bi * D * m + l) * n, m * n, bs + l * n, K * m * n,
                     m * n, D, K, n, qs[l], cs[3 * l], cs[3 * l + 1], cs[3 * l + 2]);
+  });
+}
+
+// Column chunk of a plaintext-product sum's work unit: the B ciphertext rows of a chunk (B K 8 KiB) stay in cache
+// while every group reads them.
+constexpr size_t kPlainChunk = 2048;
+
+// Sums of plaintext products (modarith.plain_sums; the giant steps' sums of a baby-step / giant-step transform).
+// q (m,); then the B parts x_i (..., K, m, N); then per diagonal its `pieces` row blocks (r, N / b), their rows
+// summing to m (each entry stands for b equal consecutive residues: a diagonal periodic in the slots). Attributes:
+// parts = B, pieces, groups = [G, then per group its term count T >= 1 and T pairs (part index, diagonal index)].
+// Returns G arrays (..., K, m, N): out_g = sum over g's terms of x_i * widen(w_d) mod q, residues in [0, q).
+// One unit of work is (batch, row, column chunk) with every group done on it, so each chunk of the parts is read
+// from memory once for all the groups (XLA's fusions read every part once per group).
+ffi::Error PlainSums(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> q, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                     int64_t parts, int64_t pieces, ffi::Span<const int64_t> groups) {
+  const size_t m = q.element_count();
+  if (parts < 1 || pieces < 1 || (size_t)parts > args.size() || (args.size() - (size_t)parts) % (size_t)pieces)
+    return ffi::Error::InvalidArgument("hemx native: plain sums need parts >= 1 and whole diagonals of `pieces` blocks");
+  const size_t B = (size_t)parts, P = (size_t)pieces, Dn = (args.size() - B) / P;
+  std::vector<const uint32_t*> xs(B);
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < B; ++i) {
+    auto x = args.get<ffi::Buffer<ffi::U32>>(i);
+    if (!x.has_value()) return x.error();
+    auto xd = x->dimensions();
+    if (i == 0) {
+      dims.assign(xd.begin(), xd.end());
+      if (dims.size() < 3 || (size_t)dims[dims.size() - 2] != m)
+        return ffi::Error::InvalidArgument("hemx native: plain sums' parts must be (..., K, m, N), m = len(q)");
+      if (auto e = check_nonempty(xd, "plain sums' part"); e.failure()) return e;
+    } else if (std::vector<int64_t>(xd.begin(), xd.end()) != dims) {
+      return ffi::Error::InvalidArgument("hemx native: plain sums' parts must all have one shape");
+    }
+    xs[i] = x->typed_data();
+  }
+  const size_t n = (size_t)dims.back(), K = (size_t)dims[dims.size() - 3];
+  size_t batch = 1;
+  for (size_t i = 0; i + 3 < dims.size(); ++i) batch *= (size_t)dims[i];
+  // per diagonal: its block b and, per row, where the row's (N / b) entries start
+  std::vector<size_t> block(Dn);
+  std::vector<const uint32_t*> wrow(Dn * m);
+  for (size_t d = 0; d < Dn; ++d) {
+    size_t rows = 0;
+    for (size_t k = 0; k < P; ++k) {
+      auto w = args.get<ffi::Buffer<ffi::U32>>(B + d * P + k);
+      if (!w.has_value()) return w.error();
+      auto wd = w->dimensions();
+      if (wd.size() != 2 || wd[1] < 1 || n % (size_t)wd[1] || rows + (size_t)wd[0] > m)
+        return ffi::Error::InvalidArgument("hemx native: a diagonal's blocks must be (r, N / b), rows summing to m");
+      const size_t b = n / (size_t)wd[1];
+      if (k > 0 && b != block[d])
+        return ffi::Error::InvalidArgument("hemx native: a diagonal's blocks must share one width");
+      block[d] = b;
+      for (size_t r = 0; r < (size_t)wd[0]; ++r) wrow[d * m + rows + r] = w->typed_data() + r * (size_t)wd[1];
+      rows += (size_t)wd[0];
+    }
+    if (rows != m) return ffi::Error::InvalidArgument("hemx native: a diagonal's blocks must cover the m rows");
+  }
+  // the groups: offsets into a flat list of (part, diagonal) pairs
+  if (groups.size() < 1 || groups[0] < 0 || (size_t)groups[0] != rets.size())
+    return ffi::Error::InvalidArgument("hemx native: plain sums need one result per group");
+  const size_t G = (size_t)groups[0];
+  std::vector<size_t> start(G + 1);
+  std::vector<size_t> term_x, term_d;
+  size_t at = 1, tmax = 0;
+  for (size_t g = 0; g < G; ++g) {
+    if (at >= groups.size() || groups[at] < 1 || groups.size() - at - 1 < 2 * (size_t)groups[at])
+      return ffi::Error::InvalidArgument("hemx native: malformed groups of plain sums");
+    const size_t T = (size_t)groups[at++];
+    start[g] = term_x.size();
+    tmax = std::max(tmax, T);
+    for (size_t t = 0; t < T; ++t, at += 2) {
+      if (groups[at] < 0 || (size_t)groups[at] >= B || groups[at + 1] < 0 || (size_t)groups[at + 1] >= Dn)
+        return ffi::Error::InvalidArgument("hemx native: a plain sums' term names no part or diagonal");
+      term_x.push_back((size_t)groups[at]), term_d.push_back((size_t)groups[at + 1]);
+    }
+  }
+  start[G] = term_x.size();
+  if (at != groups.size()) return ffi::Error::InvalidArgument("hemx native: malformed groups of plain sums");
+  std::vector<uint32_t*> outs(G);
+  for (size_t g = 0; g < G; ++g) {
+    auto y = rets.get<ffi::Buffer<ffi::U32>>(g);
+    if (!y.has_value()) return y.error();
+    if (auto e = check_out((*y)->dimensions(), dims, "plain sums"); e.failure()) return e;
+    outs[g] = (*y)->typed_data();
+  }
+  const uint32_t* qs = q.typed_data();
+  std::vector<uint32_t> consts;  // per limb: q^-1 mod 2^32, [2^32]_q, its Shoup companion
+  if (auto e = montgomery_consts(qs, m, consts); e.failure()) return e;
+  const Kernels& ka = active_kernels();
+  const Kernels& k = n % ka.width == 0 ? ka : scalar_kernels();
+  const size_t chunk = std::min(n, kPlainChunk - kPlainChunk % k.width), chunks = (n + chunk - 1) / chunk;
+  const uint32_t* cs = consts.data();
+  const size_t row = n, poly = m * n;  // strides of one row and one (K-)polynomial of a part
+  return parallel_for(pool, batch * m * chunks, 1, batch * m * n * start[G] * K, [&, cs, qs, chunk, chunks](size_t u) {
+    const size_t bi = u / (m * chunks), l = (u / chunks) % m, j0 = (u % chunks) * chunk;
+    const size_t cnt = std::min(chunk, n - j0), off = bi * K * poly + l * row + j0;
+    thread_local std::vector<uint32_t> wide;  // the periodic diagonals of one group, widened over the chunk
+    thread_local std::vector<const uint32_t*> xp, wp;
+    if (wide.size() < tmax * chunk) wide.resize(tmax * chunk);
+    xp.resize(tmax), wp.resize(tmax);
+    for (size_t g = 0; g < G; ++g) {
+      const size_t T = start[g + 1] - start[g];
+      for (size_t t = 0; t < T; ++t) {
+        const size_t d = term_d[start[g] + t], b = block[d];
+        const uint32_t* w = wrow[d * m + l];
+        xp[t] = xs[term_x[start[g] + t]] + off;
+        if (b == 1) {
+          wp[t] = w + j0;
+        } else {  // entry j of the row stands for residues [j b, (j + 1) b)
+          uint32_t* o = wide.data() + t * chunk;
+          for (size_t j = 0; j < cnt;) {
+            const size_t e = (j0 + j) / b, end = std::min(cnt, (e + 1) * b - j0);
+            for (const uint32_t v = w[e]; j < end; ++j) o[j] = v;
+          }
+          wp[t] = o;
+        }
+      }
+      k.plain_sum(outs[g] + off, poly, xp.data(), poly, wp.data(), T, K, cnt, qs[l], cs[3 * l], cs[3 * l + 1],
+                  cs[3 * l + 2]);
+    }
   });
 }
 
@@ -779,6 +903,16 @@ HEMX_HANDLER(HemxInnerProduct, &hemx::InnerProduct,
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
+
+HEMX_HANDLER(HemxPlainSums, &hemx::PlainSums,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // q
+                                  .RemainingArgs()                // the parts, then the diagonals' blocks
+                                  .RemainingRets()                // one sum per group
+                                  .Attr<int64_t>("parts")
+                                  .Attr<int64_t>("pieces")
+                                  .Attr<ffi::Span<const int64_t>>("groups"));
 
 HEMX_HANDLER(HemxUniform, &hemx::Uniform,
                               ffi::Ffi::Bind()

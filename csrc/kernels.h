@@ -83,12 +83,15 @@ using MulShoupFn = void (*)(uint32_t* out, const uint32_t* a, const uint32_t* w,
                             uint32_t q);
 using ProbeFn = uint64_t (*)(uint32_t* a, size_t n, uint32_t q, uint32_t w, uint32_t ws, uint64_t reps);
 // ops_impl.h: basis conversion of coefficients [lo, lo + cnt) (cnt a multiple of width), the key-switching inner
-// product of one limb, the automorphism's gather of one polynomial
+// product of one limb, a row of summed plaintext products (plain_sum_t), the automorphism's gather of one polynomial
 using BConvBlockFn = void (*)(const BConvTables& t, const uint32_t* x, uint32_t* out, size_t n, size_t lo, size_t cnt,
                               uint32_t* ybuf);
 using InnerProductFn = void (*)(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride,
                                 const uint32_t* b, size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n,
                                 uint32_t q, uint32_t qinv, uint32_t r, uint32_t rs);
+using PlainSumFn = void (*)(uint32_t* out, size_t o_kstride, const uint32_t* const* x, size_t x_kstride,
+                            const uint32_t* const* w, size_t T, size_t K, size_t n, uint32_t q, uint32_t qinv,
+                            uint32_t r, uint32_t rs);
 using GatherFn = void (*)(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n);
 // prng_impl.h: one row of a seeded uniform polynomial (the ChaCha20 stream of (key, d, q, n), masked rejection),
 // and the key-switching inner product of one limb with a key (a compact key's uniform rows generated on the fly,
@@ -115,6 +118,7 @@ struct Kernels {
   ProbeFn butterfly_probe;
   BConvBlockFn bconv_block;
   InnerProductFn inner_product;
+  PlainSumFn plain_sum;
   GatherFn gather;
   UniformRowFn uniform_row;
   KeyProductFn key_product;
@@ -171,6 +175,9 @@ constexpr size_t kWidthScalar = 1, kWidthAvx2 = 8, kWidthAvx512 = 16, kWidthNeon
   void inner_product(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride, const uint32_t* b,    \
                      size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t q,              \
                      uint32_t qinv, uint32_t r, uint32_t rs);                                                  \
+  void plain_sum(uint32_t* out, size_t o_kstride, const uint32_t* const* x, size_t x_kstride,                   \
+                 const uint32_t* const* w, size_t T, size_t K, size_t n, uint32_t q, uint32_t qinv, uint32_t r, \
+                 uint32_t rs);                                                                                 \
   void gather(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n);                                \
   void uniform_row(uint32_t* out, size_t n, const uint32_t* key, const uint32_t* aes_rk, uint32_t d, uint32_t q); \
   void key_product(uint32_t* out, size_t o_bstride, size_t o_kstride, const uint32_t* ext, size_t e_bstride,    \

@@ -442,6 +442,10 @@ void inner_product(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_
                    uint32_t r, uint32_t rs) {
   inner_product_t<>(out, o_kstride, a, a_stride, b, b_dstride, b_kstride, D, K, n, q, qinv, r, rs);
 }
+void plain_sum(uint32_t* out, size_t o_kstride, const uint32_t* const* x, size_t x_kstride, const uint32_t* const* w,
+               size_t T, size_t K, size_t n, uint32_t q, uint32_t qinv, uint32_t r, uint32_t rs) {
+  plain_sum_t<>(out, o_kstride, x, x_kstride, w, T, K, n, q, qinv, r, rs);
+}
 void gather(uint32_t* out, const uint32_t* in, const int32_t* map, size_t n) { gather_t(out, in, map, n); }
 void uniform_row(uint32_t* out, size_t n, const uint32_t* key, const uint32_t* aes_rk, uint32_t d, uint32_t q) {
   uniform_row_t(out, n, key, aes_rk, d, q);

@@ -168,40 +168,69 @@ static inline void wide_mac(WideAcc& s, R x, R y, size_t terms, R q, R r, R rs, 
   --s.left;
 }
 
+// The exact sum of products of one output vector modulo q (odd, below 2^31; every factor in [0, q)), in either
+// of the two ways above: start(), add(s, x, y) per product, finish(s) in [0, q).
+template <class VV>
+struct ProductSum {
+  R q, r, rs, aux;  // aux: [2^32 / q] (64-bit lanes) or q^-1 mod 2^32 (Montgomery)
+  size_t terms;
+  ProductSum(uint32_t qv, uint32_t qinv, uint32_t rv, uint32_t rsv)
+      : q(VV::set1(qv)), r(VV::set1(rv)), rs(VV::set1(rsv)), aux(VV::set1(qinv)), terms(0) {
+    if constexpr (VV::kWide) aux = VV::set1((uint32_t)((uint64_t{1} << 32) / qv)), terms = wide_terms(qv);
+  }
+  WideAcc start() const { return WideAcc{VV::set1(0), VV::set1(0), terms}; }
+  void add(WideAcc& s, R x, R y) const {
+    if constexpr (VV::kWide) {
+      wide_mac<VV>(s, x, y, terms, q, r, rs, aux);
+    } else {  // a signed Montgomery product x y 2^-32 in (0, 2q), reduced once, summed in [0, q)
+      const R hi = VV::mulhi(x, y), m = VV::mullo(VV::mullo(x, y), aux);
+      const R t = csub(VV::add(VV::sub(hi, VV::mulhi(m, q)), q), q);
+      s.e = csub(VV::add(s.e, t), q);
+    }
+  }
+  R finish(const WideAcc& s) const {
+    if constexpr (VV::kWide) {
+      return wide_reduce<VV>(s.e, s.o, q, r, rs, aux);
+    } else {
+      return csub(mul_lazy(s.e, r, rs, q), q);  // one Shoup product by [2^32]_q undoes the 2^-32
+    }
+  }
+};
+
 template <class VV = V>
 static void inner_product_t(uint32_t* out, size_t o_kstride, const uint32_t* a, size_t a_stride, const uint32_t* b,
                             size_t b_dstride, size_t b_kstride, size_t D, size_t K, size_t n, uint32_t qv,
                             uint32_t qinv, uint32_t r, uint32_t rs) {
   constexpr size_t W = VV::W;
-  const R q = VV::set1(qv), rr = VV::set1(r), rrs = VV::set1(rs);
-  if constexpr (VV::kWide) {
-    const R one_s = VV::set1((uint32_t)((uint64_t{1} << 32) / qv));
-    const size_t terms = wide_terms(qv);
-    const R zero = VV::set1(0);
-    for (size_t k = 0; k < K; ++k) {
-      uint32_t* o = out + k * o_kstride;
-      for (size_t j = 0; j < n; j += W) {
-        WideAcc s{zero, zero, terms};
-        for (size_t d = 0; d < D; ++d)
-          wide_mac<VV>(s, VV::load(a + d * a_stride + j), VV::load(b + d * b_dstride + k * b_kstride + j), terms, q,
-                       rr, rrs, one_s);
-        VV::store(o + j, wide_reduce<VV>(s.e, s.o, q, rr, rrs, one_s));
-      }
+  const ProductSum<VV> ps(qv, qinv, r, rs);
+  for (size_t k = 0; k < K; ++k) {
+    uint32_t* o = out + k * o_kstride;
+    for (size_t j = 0; j < n; j += W) {
+      WideAcc s = ps.start();
+      for (size_t d = 0; d < D; ++d)
+        ps.add(s, VV::load(a + d * a_stride + j), VV::load(b + d * b_dstride + k * b_kstride + j));
+      VV::store(o + j, ps.finish(s));
     }
-  } else {
-    const R qi = VV::set1(qinv);
-    for (size_t k = 0; k < K; ++k) {
-      uint32_t* o = out + k * o_kstride;
-      for (size_t j = 0; j < n; j += W) {
-        R acc = VV::set1(0);
-        for (size_t d = 0; d < D; ++d) {
-          const R x = VV::load(a + d * a_stride + j), y = VV::load(b + d * b_dstride + k * b_kstride + j);
-          const R hi = VV::mulhi(x, y), m = VV::mullo(VV::mullo(x, y), qi);
-          const R t = csub(VV::add(VV::sub(hi, VV::mulhi(m, q)), q), q);
-          acc = csub(VV::add(acc, t), q);
-        }
-        VV::store(o + j, csub(mul_lazy(acc, rr, rrs, q), q));
-      }
+  }
+}
+
+// ----------------------------------------------------------------------------- sums of plaintext products
+// out[k][j] = sum_t x[t][k x_kstride + j] * w[t][j] mod q for j < n (a multiple of W), k < K: one row of a group of
+// ciphertext-by-plaintext products summed (the giant steps' sums of a baby-step / giant-step transform), every
+// factor in [0, q). The caller keeps n small enough (a column chunk) that the x rows stay in cache across groups.
+template <class VV = V>
+static void plain_sum_t(uint32_t* out, size_t o_kstride, const uint32_t* const* x, size_t x_kstride,
+                        const uint32_t* const* w, size_t T, size_t K, size_t n, uint32_t qv, uint32_t qinv,
+                        uint32_t r, uint32_t rs) {
+  constexpr size_t W = VV::W;
+  const ProductSum<VV> ps(qv, qinv, r, rs);
+  for (size_t k = 0; k < K; ++k) {
+    uint32_t* o = out + k * o_kstride;
+    const size_t xo = k * x_kstride;
+    for (size_t j = 0; j < n; j += W) {
+      WideAcc s = ps.start();
+      for (size_t t = 0; t < T; ++t) ps.add(s, VV::load(x[t] + xo + j), VV::load(w[t] + j));
+      VV::store(o + j, ps.finish(s));
     }
   }
 }

@@ -199,6 +199,29 @@ void check_inner_product(const Kernels& k, Report& rep, uint32_t q) {
     }
 }
 
+// A row of summed plaintext products: T terms, the parts at stride K n, each term's plaintext its own row; the
+// first column every factor q - 1 (the lane sums' largest addends, 40 of them past any fold interval's start).
+void check_plain_sum(const Kernels& k, Report& rep, uint32_t q) {
+  const size_t T = 40, K = 2, n = 64;
+  std::vector<uint32_t> x = random_residues(T * K * n, q), w = random_residues(T * n, q), out(K * n);
+  for (size_t t = 0; t < T; ++t) {
+    w[t * n] = q - 1;
+    for (size_t kk = 0; kk < K; ++kk) x[(t * K + kk) * n] = q - 1;
+  }
+  std::vector<const uint32_t*> xp(T), wp(T);
+  for (size_t t = 0; t < T; ++t) xp[t] = x.data() + t * K * n, wp[t] = w.data() + t * n;
+  uint32_t inv = q;
+  for (int it = 0; it < 5; ++it) inv *= 2u - q * inv;
+  const uint32_t r = (uint32_t)((uint64_t{1} << 32) % q);
+  k.plain_sum(out.data(), n, xp.data(), n, wp.data(), T, K, n, q, inv, r, shoup_of(r, q));
+  for (size_t kk = 0; kk < K; ++kk)
+    for (size_t j = 0; j < n; ++j) {
+      uint64_t acc = 0;
+      for (size_t t = 0; t < T; ++t) acc = (acc + (uint64_t)mulmod(x[(t * K + kk) * n + j], w[t * n + j], q)) % q;
+      if (out[kk * n + j] != acc) return rep.fail(k.name, "plain sum q=" + std::to_string(q));
+    }
+}
+
 // A random permutation of [0, n) whose aligned blocks of 8 and of 16 positions each read one aligned input block of
 // their size, as an automorphism's map does (the vector kernels' permute path): the 16-blocks shuffled, in each the
 // two halves in either order, in each half the 8 positions shuffled.
@@ -425,6 +448,7 @@ __attribute__((visibility("default"))) int hemx_native_selftest(char* report, si
       for (uint32_t n : {64u, 256u, kMaxN}) check_ntt(*k, rep, qs[m], n, psis[m], kMaxN);
       check_mul_shoup(*k, rep, qs[m]);
       check_inner_product(*k, rep, qs[m]);
+      check_plain_sum(*k, rep, qs[m]);
       check_uniform(*k, rep, qs[m]);
       check_aes_row(*k, rep, qs[m]);
       check_key_product(*k, rep, qs[m]);

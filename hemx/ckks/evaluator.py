@@ -197,12 +197,7 @@ def _pad_rows(ext, rows: int):
     return jnp.pad(ext, pad)
 
 
-def widen(x, block: int):
-    """``(..., W) -> (..., W block)``: each entry repeated ``block`` times (a broadcast and a reshape, which XLA fuses
-    into the consumer; ``jnp.repeat`` was measured 1.8x slower in a product and 2x on a whole bootstrap)."""
-    if block == 1:
-        return x
-    return jnp.broadcast_to(x[..., None], x.shape + (block,)).reshape(x.shape[:-1] + (x.shape[-1] * block,))
+widen = modarith.widen  # re-exported: the diagonals' widening (hemx.kernels.modarith.widen)
 
 
 @partial(jax.jit, static_argnames=("structure", "num_p", "reduction", "full_key_rows", "blocks"))
@@ -215,8 +210,9 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
     * Baby steps: one ModUp of ``c1``; each non-zero baby rotation is its key's inner product with the permuted
       extended digits plus ``P phi_b(c0)``, kept over ``Q_l P`` (no ModDown): ``P rot_b(ct)`` up to the
       key-switching error. The baby step 0 (the input itself) stays over ``Q_l`` with an implicit factor ``P``.
-    * Each giant's sum of plaintext products is formed over ``Q_l P`` (the diagonals' P rows ``plain_p`` beside
-      their Q rows ``plain_q``), every extended polynomial kept as its P and Q parts (no concatenation on the way).
+    * Every giant's sum of plaintext products is formed over ``Q_l P`` (the diagonals' P rows ``plain_p`` beside
+      their Q rows ``plain_q``) by one :func:`hemx.kernels.modarith.plain_sums` call for all the giants: natively,
+      one pass over the babies, each column chunk summed for every giant while it is in cache.
     * A non-zero giant rotation ModDowns only the sum's ``c1`` (one polynomial), switches it (one ModUp, one inner
       product, no ModDown) and permutes the sum's ``c0`` over ``Q_l P``.
     * One division by ``P D`` at the end (``D`` the level's top primes: the rescale folded into the last ModDown,
@@ -242,7 +238,7 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
     """
     num_q = tables.num_q
     m = num_p + num_q
-    tab_p, tab_q = ks.limb_table(plan, 0, num_p), _q_table(plan, num_p, num_q)
+    tab_p, tab_q, tab_m = ks.limb_table(plan, 0, num_p), _q_table(plan, num_p, num_q), ks.limb_table(plan, 0, m)
     c0, c1 = ct[..., 0, :, :], ct[..., 1, :, :]
     # Diagonals kept at their periods are widened inside the products that read them (a broadcast XLA fuses)
     blocks = blocks or (1,) * len(plain_q)
@@ -254,8 +250,8 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
     p_mod = tables.p_mod.value  # P mod q_i, (num_q, 1)
     perm = automorphism.apply_ntt_automorphism
 
-    # An extended ciphertext over Q_l P is kept as its four parts (c0 over P, c0 over Q_l, c1 over P, c1 over Q_l),
-    # so plaintext products and sums run on the P and Q rows separately and nothing is concatenated on the way.
+    # After its giant rotation an extended ciphertext over Q_l P is kept as its four parts (c0 over P, c0 over Q_l,
+    # c1 over P, c1 over Q_l), so the sums run on the P and Q rows separately and nothing is concatenated on the way.
     def extend(x):  # ModUp, padded with zero rows to the keys' rows when they are read whole
         ext = ks.modup(x, plan, tables.modup, **mk)
         return _pad_rows(ext, rows) if full_key_rows and rows > m else ext
@@ -269,24 +265,29 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
             return b
         return [modarith.add_mod(x, y, t.q) for x, y, t in zip(a, b, (tab_p, tab_q, tab_p, tab_q))]
 
-    babies = {}
+    babies = []  # P rot_b(ct) over Q_l P, (..., 2, m, N) each
     if baby_maps:
         ext = extend(c1)
-        for r, (idx, key) in enumerate(zip(baby_maps, baby_keys)):
-            k = switch(ext, key, idx)  # the digits permuted inside the product
-            k[1] = modarith.add_mod(k[1], modarith.mul_barrett(perm(c0, idx), p_mod, tab_q), tab_q.q)  # + P phi(c0)
-            babies[r] = k  # P rot_b(ct) over Q_l P
+        for idx, key in zip(baby_maps, baby_keys):
+            k = _switch_extended(ext, key, plan, index_map=idx, **sw)  # the digits permuted inside the product
+            c0q = modarith.add_mod(k[..., 0, num_p:, :], modarith.mul_barrett(perm(c0, idx), p_mod, tab_q), tab_q.q)
+            babies.append(k.at[..., 0, num_p:, :].set(c0q))  # + P phi(c0)
+    # every giant's sum of baby products at once (one pass over the babies for all the giants, natively), each
+    # diagonal as its P and Q rows
+    groups = tuple(tuple((baby, d) for baby, d in terms if baby >= 0) for _, terms in structure)
+    summed = [g for g, terms in enumerate(groups) if terms]
+    sums = dict(zip(summed, modarith.plain_sums(
+        babies, tuple(zip(plain_p, plain_q)), tuple(groups[g] for g in summed), tab_m))) if summed else {}
     out_ext = out_c = None  # parts over Q_l P; (c0, c1) over Q_l with the implicit factor P
-    for giant, terms in structure:
-        ext_acc = c_acc = None
+    for g, (giant, terms) in enumerate(structure):
+        c_acc = None
         for baby, d in terms:
             if baby < 0:  # the baby step 0: the input itself, over Q_l
                 term = modarith.mul_barrett(ct, wide(plain_q[d], blocks[d]), tab_q)
                 c_acc = term if c_acc is None else modarith.add_mod(c_acc, term, tab_q.q)
-            else:
-                wp, wq = wide(plain_p[d], blocks[d]), wide(plain_q[d], blocks[d])
-                ext_acc = add_parts(ext_acc, [modarith.mul_barrett(x, pt, t) for x, pt, t in
-                                              zip(babies[baby], (wp, wq, wp, wq), (tab_p, tab_q, tab_p, tab_q))])
+        s_g = sums.get(g)
+        ext_acc = None if s_g is None else [s_g[..., 0, :num_p, :], s_g[..., 0, num_p:, :], s_g[..., 1, :num_p, :],
+                                            s_g[..., 1, num_p:, :]]
         if giant >= 0:  # rotate the giant's sum: a ModDown of its c1 only, switched without a ModDown
             idx = giant_maps[giant]
             if ext_acc is None:  # only the baby step 0: an ordinary rotation of c_acc, kept over Q_l P
@@ -294,8 +295,8 @@ def bsgs_double_hoisted(ct, baby_maps, baby_keys, giant_maps, giant_keys, plain_
                 c1_sum = c_acc[..., 1, :, :]
             else:
                 c0p, c0q = ext_acc[0], ext_acc[1]
-                c1_sum = ks.moddown(jnp.concatenate([ext_acc[2], ext_acc[3]], axis=-2), plan, tables.moddown,
-                                    tables.p_inv, num_p=num_p, num_q=num_q, reduction=reduction)
+                c1_sum = ks.moddown(s_g[..., 1, :, :], plan, tables.moddown, tables.p_inv, num_p=num_p, num_q=num_q,
+                                    reduction=reduction)
                 if c_acc is not None:
                     c0q = modarith.add_mod(c0q, modarith.mul_barrett(c_acc[..., 0, :, :], p_mod, tab_q), tab_q.q)
                     c1_sum = modarith.add_mod(c1_sum, c_acc[..., 1, :, :], tab_q.q)

@@ -79,9 +79,11 @@ _OPTIONAL_TARGETS = {
     "hemx_divide": "HemxDivide",
     "hemx_uniform": "HemxUniform",
     "hemx_key_product": "HemxKeyProduct",
+    "hemx_plain_sums": "HemxPlainSums",
 }
 _FUSED_TARGETS = ("hemx_modup", "hemx_divide")
 _SEEDED_TARGETS = ("hemx_uniform", "hemx_key_product")
+_PLAIN_SUM_TARGETS = ("hemx_plain_sums",)
 _registered: set = set()
 _env_errors: dict = {}  # library path -> the ParameterError HEMX_NATIVE_ISA caused (raised by every reason())
 _lock = threading.Lock()
@@ -755,6 +757,82 @@ def key_product(a, b, q, *, stream=None, index_map=None, xof: str = "chacha20"):
     return _key_product_calls[(stream is not None, index_map is not None, _stream_code(xof))](a, b, key, q, imap)
 
 
+def has_plain_sums() -> bool:
+    """Whether the loaded library has the grouped plaintext-product kernel (:func:`plain_sums`; older builds lack it)."""
+    return available() and all((library_path(), t) in _registered for t in _PLAIN_SUM_TARGETS)
+
+
+def _plain_sums_call(parts, blocks, groups: tuple, pieces: int, q):
+    flat = [g for grp in groups for pair in ((len(grp),), *grp) for g in pair]
+    out = jax.ShapeDtypeStruct(parts[0].shape, jnp.uint32)
+    return tuple(jax.ffi.ffi_call("hemx_plain_sums", (out,) * len(groups))(
+        q, *parts, *blocks, parts=np.int64(len(parts)), pieces=np.int64(pieces),
+        groups=np.asarray([len(groups), *flat], np.int64)))
+
+
+def plain_sums(parts, diagonals, groups, q):
+    """Grouped sums of plaintext products: ``out_g = sum over (i, d) in groups[g] of parts[i] * diagonal_d mod q``.
+
+    ``parts``: B uint32 arrays ``(..., K, m, N)`` of one shape (e.g. ciphertexts over ``Q_l P``); ``diagonals``: per
+    diagonal a tuple of its row blocks ``(r_k, N / b)``, uint32, rows summing to ``m`` (the same number of blocks
+    for every diagonal; entry ``j`` of a row stands for the residues ``[j b, (j + 1) b)``, a diagonal periodic in the
+    slots, widened in the kernel); ``groups``: static tuple of non-empty tuples of ``(part, diagonal)`` indices;
+    ``q`` ``(m,)``. Residues in ``[0, q)``. Returns a tuple of ``len(groups)`` arrays ``(..., K, m, N)``. Every group
+    is summed over a column chunk of the parts while it is in cache (one pass over the parts for all the groups)."""
+    _lib()
+    if not has_plain_sums():
+        raise BackendError("this hemx native library has no plain_sums kernel (rebuild it: pip install --no-deps -e .)")
+    q = jnp.asarray(q).reshape(-1).astype(jnp.uint32)
+    parts, groups = tuple(parts), tuple(tuple((int(i), int(d)) for i, d in g) for g in groups)
+    if not parts or any(x.dtype != jnp.uint32 or x.shape != parts[0].shape for x in parts) or parts[0].ndim < 3:
+        raise ShapeError("plain sums need uint32 parts (..., K, m, N), all of one shape; got "
+                         f"{[(str(x.dtype), tuple(x.shape)) for x in parts]}")
+    m, n = parts[0].shape[-2:]
+    if q.shape != (m,):
+        raise ShapeError(f"plain sums need one modulus per row: q {tuple(q.shape)} for m = {m}")
+    if not groups or any(not g for g in groups):
+        raise ShapeError("plain sums need at least one group and no empty group")
+    used = sorted({d for g in groups for _, d in g})
+    if any(i < 0 or i >= len(parts) for g in groups for i, _ in g) or (used and (used[0] < 0 or used[-1] >= len(diagonals))):
+        raise ShapeError(f"a plain sums' term names no part or diagonal ({len(parts)} parts, {len(diagonals)} diagonals)")
+    pieces = len(diagonals[used[0]])
+    for d in used:
+        blk = tuple(diagonals[d])
+        width = blk[0].shape[-1] if blk else 0
+        if (len(blk) != pieces or any(w.dtype != jnp.uint32 or w.ndim != 2 or w.shape[1] != width for w in blk)
+                or width < 1 or n % width or sum(w.shape[0] for w in blk) != m):
+            raise ShapeError(f"diagonal {d} must be {pieces} uint32 blocks (r, N / b) of one width, rows summing to "
+                             f"{m}; got {[(str(w.dtype), tuple(w.shape)) for w in blk]}")
+    at = {d: k for k, d in enumerate(used)}
+    blocks = tuple(w for d in used for w in diagonals[d])
+    groups = tuple(tuple((i, at[d]) for i, d in g) for g in groups)
+    return _plain_sums_batched(parts, blocks, groups, pieces, q)
+
+
+def _plain_sums_batched(parts, blocks, groups, pieces, q):
+    """The call under vmap: batched parts with shared diagonals and moduli are one call with a leading batch axis
+    (the kernel's ``...``); batched diagonals or moduli map the call over the batch."""
+
+    @jax.custom_batching.custom_vmap
+    def fn(parts, blocks, q):
+        return _plain_sums_call(parts, blocks, groups, pieces, q)
+
+    @fn.def_vmap
+    def rule(axis_size, in_batched, parts, blocks, q):
+        pb, bb, qb = in_batched
+        if not any(bb) and not qb:
+            parts = tuple(x if b else jnp.broadcast_to(x, (axis_size,) + x.shape) for x, b in zip(parts, pb))
+            out = fn(parts, blocks, q)
+        else:
+            grow = lambda xs, bs: tuple(x if b else jnp.broadcast_to(x, (axis_size,) + x.shape)  # noqa: E731
+                                        for x, b in zip(xs, bs))
+            out = jax.lax.map(lambda a: fn(*a), (grow(parts, pb), grow(blocks, bb),
+                                                 q if qb else jnp.broadcast_to(q, (axis_size,) + q.shape)))
+        return out, (True,) * len(groups)
+
+    return fn(parts, blocks, q)
+
+
 def on_cpu(native_fn, jax_fn, *args):
     """``native_fn(*args)`` where the program runs on CPU and the native kernels are available here, else
     ``jax_fn(*args)``: both are traced, and ``jax.lax.platform_dependent`` keeps only the one for the platform
@@ -768,6 +846,6 @@ def on_cpu(native_fn, jax_fn, *args):
 __all__ = ["available", "disabled", "reason", "describe", "isa", "set_isa", "select_isa", "isa_forced", "built_isas",
            "aes_engine", "set_aes", "runnable_aes", "has_aes_streams", "AES_ENGINES", "XOF_CODES", "runnable_isas", "selftest",
            "ISA_ENV", "set_max_threads", "set_inline_residues",
-           "build_id", "library_path", "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "bconv",
+           "build_id", "library_path", "ntt", "intt", "mul_shoup", "butterfly_probe", "automorphism", "inner_product", "plain_sums", "has_plain_sums", "bconv",
            "modup", "divide_by_dropped", "has_fused_keyswitch", "has_seeded_keys", "uniform", "key_product", "on_cpu",
            "ISAS"]

@@ -192,6 +192,22 @@ def _specs():
         lambda args: np.asarray(native.key_product(args[0], args[1], args[3], stream=args[2], index_map=args[4],
                                                    xof="aes128ctr")),
         (2, 3), (BIG // (4 * pn2),))
+    # the grouped plaintext-product sums: q (m=2,), two parts (..., K=2, m, N), two diagonals of two row blocks
+    # each (period 1: (1, N); period 4: (1, N / 4)), one group of three terms -> (..., 2, m, N)
+    pw = [residues((), qm, pn2)[:1], residues((), qm, pn2)[1:], residues((), qm, pn2 // 4)[:1],
+          residues((), qm, pn2 // 4)[1:]]
+    pgroups = ((0, 0), (1, 1), (0, 1))
+
+    def ps_args(lead):
+        return [qv, residues(tuple(lead) + (2,), qm, pn2), residues(tuple(lead) + (2,), qm, pn2), *pw]
+
+    specs["hemx_plain_sums"] = (
+        ps_args, lambda args: args[1].shape,
+        {"parts": np.int64(2), "pieces": np.int64(2),
+         "groups": np.asarray([1, len(pgroups), *(v for t in pgroups for v in t)], np.int64)}, (0, 1, 2),
+        lambda args: np.asarray(native.plain_sums(args[1:3], (tuple(args[3:5]), tuple(args[5:7])), (pgroups,),
+                                                  args[0])[0]),
+        (2, 3), (BIG // (8 * pn2),))
     return specs
 
 
@@ -324,6 +340,7 @@ jax.config.update("jax_enable_x64", True)
 TARGETS = (
     "hemx_ntt_forward", "hemx_ntt_inverse", "hemx_mul_shoup", "hemx_butterfly_probe", "hemx_automorphism",
     "hemx_inner_product", "hemx_bconv", "hemx_modup", "hemx_divide", "hemx_uniform", "hemx_key_product",
+    "hemx_plain_sums",
 )
 
 

@@ -1,5 +1,5 @@
 """hemx.kernels.native beyond the NTT: basis conversion, the key-switching inner product (``mul_sum``) and the
-NTT-domain automorphism, bit-exact against the JAX kernels and the Python-integer references on every
+NTT-domain automorphism and the grouped plaintext-product sums of a baby-step / giant-step transform, bit-exact against the JAX kernels and the Python-integer references on every
 instruction-set path this CPU has, under jit and vmap; the kernels' ``method="auto"`` dispatch (native where
 the program is lowered for CPU, JAX for cuda/tpu exports and with ``HEMX_NATIVE=0``); native NTT plans
 restricted to limbs read the ring's tables by row.
@@ -172,6 +172,123 @@ def test_mul_sum_bad_input():
     with pytest.raises(Exception, match="odd"):  # an even modulus is refused by the kernel itself
         jax.block_until_ready(native.inner_product(jnp.zeros((1, 2, 16), jnp.uint32),
                                                    jnp.zeros((1, 2, 2, 16), jnp.uint32), np.array([4, 7])))
+
+
+# ------------------------------------------------------------------------------- grouped plaintext-product sums
+
+
+def _plain_case(rng, qs, *, batch, k, n, parts, ndiag, pieces, groups, edge):
+    """Random parts ``(*batch, K, m, N)``, diagonals (``pieces`` row blocks ``(r, N / b)`` of a random period ``b``,
+    a zero-row block allowed) and ``groups`` random groups of 1-4 terms; with the Python-integer sums."""
+    m = len(qs)
+    xs = [np.stack([_residues(rng, qs, (m, n), edge) for _ in range(int(np.prod(batch, dtype=int)) * k)])
+          .reshape(*batch, k, m, n) for _ in range(parts)]
+    diags = []
+    for _ in range(ndiag):
+        width = n // int(rng.choice([b for b in (1, 2, 4, 16, n) if n % b == 0]))
+        cuts = np.sort(rng.integers(0, m + 1, size=pieces - 1))
+        rows = np.diff(np.concatenate([[0], cuts, [m]]))
+        full = _residues(rng, qs, (m, width), edge)
+        diags.append(tuple(full[a:a + r] for a, r in zip(np.cumsum(rows) - rows, rows)))
+    grps = tuple(tuple((int(rng.integers(parts)), int(rng.integers(ndiag))) for _ in range(int(rng.integers(1, 5))))
+                 for _ in range(groups))
+    q = np.asarray(qs, dtype=object).reshape(m, 1)
+    want = []
+    for g in grps:
+        acc = 0
+        for i, d in g:
+            w = np.concatenate(diags[d], axis=0).astype(object)
+            acc = acc + xs[i].astype(object) * np.repeat(w, n // w.shape[1], axis=1)
+        want.append(acc % q)
+    return xs, diags, grps, want
+
+
+@SLOW
+@given(
+    case=st.sampled_from([((), 1, 16, 1, 1, 1, 1), ((), 2, 64, 3, 4, 2, 3), ((2,), 2, 32, 2, 3, 3, 2),
+                          ((), 1, 4096, 2, 3, 2, 2)]),
+    bits=st.sampled_from(BITS),
+    edge=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_plain_sums_match_reference(case, bits, edge, seed):
+    batch, k, n, parts, ndiag, pieces, groups = case
+    qs = nt.ntt_primes(bits, 3, n)
+    rng = np.random.default_rng(seed)
+    xs, diags, grps, want = _plain_case(rng, qs, batch=batch, k=k, n=n, parts=parts, ndiag=ndiag, pieces=pieces,
+                                        groups=groups, edge=edge)
+    table = M.make_modulus_table(qs)
+    jx = [jnp.asarray(x) for x in xs]
+    jd = [tuple(jnp.asarray(w) for w in d) for d in diags]
+    out = M.plain_sums(jx, jd, grps, table, method="native")
+    assert len(out) == len(grps)
+    for o, w, j in zip(out, want, M.plain_sums(jx, jd, grps, table, method="jax")):
+        assert o.shape == xs[0].shape and o.dtype == jnp.uint32
+        np.testing.assert_array_equal(np.asarray(o).astype(object), w)
+        np.testing.assert_array_equal(np.asarray(j).astype(object), w)
+
+
+def test_plain_sums_isas_chunks_and_vmap():
+    """Every instruction set on N = 2^13 (several column chunks), 31- and 28-bit moduli mixed, many terms per group
+    (the lane sums' headroom), the q - 1 extreme everywhere; under jit the dispatch picks the kernel; vmap over the
+    parts is one call, over the diagonals a map."""
+    n = 8192
+    qs = nt.ntt_primes(31, 3, n) + nt.ntt_primes(28, 2, n)
+    q = np.asarray(qs, np.uint32).reshape(5, 1)
+    rng = np.random.default_rng(11)
+    xs = [np.broadcast_to(q - 1, (2, 5, n)).copy() for _ in range(3)] + [
+        np.stack([_residues(rng, qs, (5, n), True) for _ in range(2)]) for _ in range(3)]
+    diags = [(np.broadcast_to(q - 1, (5, n // b)).copy(),) for b in (1, 16)]
+    diags += [(_residues(rng, qs, (5, n), True)[:2], _residues(rng, qs, (5, n), True)[2:]) for _ in range(2)]
+    diags = [tuple(np.concatenate(d)[r] for r in (slice(0, 2), slice(2, 5))) for d in diags]
+    grps = (tuple((i % 6, i % 4) for i in range(40)), ((0, 0), (1, 1)), ((5, 3),))
+    table = M.make_modulus_table(qs)
+    jx = tuple(jnp.asarray(x) for x in xs)
+    jd = tuple(tuple(jnp.asarray(w) for w in d) for d in diags)
+    want = [np.asarray(w) for w in M.plain_sums(jx, jd, grps, table, method="jax")]
+    f = jax.jit(lambda a, d: M.plain_sums(a, d, grps, table))
+    for isa in ISAS:
+        native.set_isa(isa)
+        for o, w in zip(f(jx, jd), want):
+            np.testing.assert_array_equal(np.asarray(o), w, err_msg=isa)
+    native.set_isa("auto")
+    bx = tuple(jnp.stack([x, x[::-1]]) for x in jx)
+    out = jax.vmap(lambda a: M.plain_sums(a, jd, grps, table, method="native"))(bx)
+    for o, w in zip(out, want):
+        np.testing.assert_array_equal(np.asarray(o[0]), w)
+        np.testing.assert_array_equal(np.asarray(o[1])[::-1], w)
+    bd = tuple(tuple(jnp.stack([w, w]) for w in d) for d in jd)
+    out = jax.vmap(lambda d: M.plain_sums(jx, d, grps, table, method="native"))(bd)
+    for o, w in zip(out, want):
+        np.testing.assert_array_equal(np.asarray(o[1]), w)
+    # a reference in Python integers for the all-(q - 1) group
+    big = (np.asarray(want[1]).astype(object))
+    qo = q.astype(object)
+    np.testing.assert_array_equal(big, ((qo - 1) * (qo - 1) + xs[1].astype(object) * (qo - 1)) % qo)
+
+
+def test_plain_sums_bad_input():
+    qs = nt.ntt_primes(28, 2, 16)
+    table = M.make_modulus_table(qs)
+    x = jnp.zeros((1, 2, 16), jnp.uint32)
+    w = (jnp.zeros((2, 16), jnp.uint32),)
+    for parts, diags, grps in [
+        ((x, jnp.zeros((1, 2, 32), jnp.uint32)), (w,), (((0, 0),),)),  # parts of two shapes
+        ((x.astype(jnp.int32),), (w,), (((0, 0),),)),  # not uint32
+        ((x,), (w,), ()),  # no group
+        ((x,), (w,), ((),)),  # an empty group
+        ((x,), (w,), (((1, 0),),)),  # no such part
+        ((x,), (w,), (((0, 1),),)),  # no such diagonal
+        ((x,), ((jnp.zeros((1, 16), jnp.uint32),),), (((0, 0),),)),  # rows do not sum to m
+        ((x,), ((jnp.zeros((2, 3), jnp.uint32),),), (((0, 0),),)),  # width does not divide N
+        ((x,), (w, (w[0][:1], w[0][1:])), (((0, 0), (0, 1)),)),  # diagonals of different block counts
+    ]:
+        with pytest.raises(ShapeError):
+            native.plain_sums(parts, diags, grps, np.asarray(qs))
+    with pytest.raises(ShapeError):
+        native.plain_sums((x,), (w,), (((0, 0),),), np.asarray(qs[:1]))
+    with pytest.raises(ParameterError):
+        M.plain_sums((x,), (w,), (((0, 0),),), table, method="x")
 
 
 # ------------------------------------------------------------------------------------------------ automorphism
