@@ -13,10 +13,12 @@
 //   hemx_uniform(digits (D,) s32, key (8,), q (m,); n, xof) -> (D, m, n)           (seeded rows, see Uniform)
 //   hemx_key_product(a (..., D, m, N), b (Dk, K, Mk, N), key (8,), q (m,), map (N,) s32; seeded, permuted, xof)
 //                    -> (..., 2, m, N)                                            (key-switching product, KeyProduct)
-//   hemx_modup(x (..., nq, N), q (m,), w, ws, wi, wis (R, N), scal (m, 4), rows (m,), digits (D, 2), qhinv (nq,),
-//              c, corr (flat); centered) -> (..., D, m, N)                       (fused ModUp, see ModUp)
+//   hemx_modup(x (..., nq, N) or (..., P, nq, N), q (m,), w, ws, wi, wis (R, N), scal (m, 4), rows (m,),
+//              digits (D, 2), qhinv (nq,), c, corr (flat), map (N,) or (0,); centered, part)
+//              -> (..., D, m, N)                                                 (fused ModUp, see ModUp)
 //   hemx_divide(x (..., M, N), keep (K,), drop (Dd,), qk, qd, w, ws, rows_k, wi, wis, scal_d, rows_d, qhinv,
-//               c (Dd, K), corr (Dd, K), inv (K,); centered) -> (..., K, N)      (ModDown / rescale, see Divide)
+//               c (Dd, K), corr (Dd, K), inv (K,), addend (..., A, K, N) or (0,), map (N,) or (0,);
+//               addend_part, centered) -> (..., K, N)                            (ModDown / rescale, see Divide)
 // All uint32. Each (batch, limb) polynomial is one unit of work; units are claimed from an atomic counter by
 // the calling thread and by helpers scheduled on the thread pool XLA hands the handler, so no thread is ever
 // created per call and a helper that starts late finds nothing left and returns (no waiting on the pool).
@@ -283,6 +285,16 @@ ffi::Error ButterflyProbe(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Bu
 
 // ------------------------------------------------------------------------------ ops beyond the NTT
 
+// An index map of N entries within [0, N), or none (0 entries; `optional`: the fused passes' "no permutation").
+ffi::Error check_index_map(const ffi::Buffer<ffi::S32>& map, size_t n, bool optional = true) {
+  if (optional && map.element_count() == 0) return ffi::Error::Success();
+  if (map.element_count() != n) return ffi::Error::InvalidArgument("hemx native: index map length != N");
+  const int32_t* mp = map.typed_data();
+  for (size_t j = 0; j < n; ++j)
+    if (mp[j] < 0 || (size_t)mp[j] >= n) return ffi::Error::InvalidArgument("hemx native: index map out of range");
+  return ffi::Error::Success();
+}
+
 // out[..., l, :] = x[..., l, map] for every (batch, limb) polynomial; map must index within [0, N).
 ffi::Error Automorphism(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::S32> map,
                         ffi::ResultBuffer<ffi::U32> y) {
@@ -291,10 +303,8 @@ ffi::Error Automorphism(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buff
   if (auto e = check_nonempty(xd, "automorphism data"); e.failure()) return e;
   if (auto e = check_out(y->dimensions(), dims_of(xd), "automorphism"); e.failure()) return e;
   const size_t n = (size_t)xd[xd.size() - 1];
-  if (map.element_count() != n) return ffi::Error::InvalidArgument("hemx native: index map length != N");
+  if (auto e = check_index_map(map, n, false); e.failure()) return e;
   const int32_t* mp = map.typed_data();
-  for (size_t j = 0; j < n; ++j)
-    if (mp[j] < 0 || (size_t)mp[j] >= n) return ffi::Error::InvalidArgument("hemx native: index map out of range");
   const size_t polys = x.element_count() / n;
   const Kernels& k = active_kernels();
   const uint32_t* xs = x.typed_data();
@@ -624,7 +634,9 @@ ffi::Error check_ntt_tables(size_t limbs, size_t n, size_t q_count, ffi::Buffer<
 // ModUp of x (..., nq, N) over Q_l, NTT domain, into the extended digits (..., D, m, N), m = np + nq, NTT
 // domain. q (m,), rows (m,), scal (m, 4): the limbs [P, Q_l]; digits (D, 2) s32: the digits' [lo, hi) ranges
 // of Q_l (contiguous, covering it); qhinv (nq,): each digit's [qhat^-1]_q; c / corr: each digit's (L_d, m - L_d)
-// conversion tables to [P, Q_<lo, Q_>=hi], concatenated. Three passes over the output:
+// conversion tables to [P, Q_<lo, Q_>=hi], concatenated. With part >= 0, x is (..., P, nq, N) and its part `part`
+// is the data (a ciphertext's c1, read in place: no sliced copy); with a map (N,), x's limbs are read permuted,
+// x[..., l, map] (a rotation's automorphism, fused into the copies below). Three passes over the output:
 //   1. each limb of x copied into its digit's own rows of the output and inverse-transformed there;
 //   2. each digit's basis conversion from those rows into the other rows of its extended digit;
 //   3. the forward NTT of every converted row, and x copied back into the digits' own rows.
@@ -632,9 +644,15 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
                  ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::U32> wi, ffi::Buffer<ffi::U32> wis,
                  ffi::Buffer<ffi::U32> scal, ffi::Buffer<ffi::S32> rows, ffi::Buffer<ffi::S32> digits,
                  ffi::Buffer<ffi::U32> qhinv, ffi::Buffer<ffi::U32> c, ffi::Buffer<ffi::U32> corr,
-                 ffi::ResultBuffer<ffi::U32> y, int64_t centered) {
+                 ffi::Buffer<ffi::S32> map, ffi::ResultBuffer<ffi::U32> y, int64_t centered, int64_t part) {
   auto xd = x.dimensions(), yd = y->dimensions();
-  if (xd.size() < 2) return ffi::Error::InvalidArgument("hemx native: ModUp data must be (..., num_q, N)");
+  // part >= 0: x is (..., P, num_q, N) and its part `part` is extended (a ciphertext's c1 read in place)
+  const size_t lead = part < 0 ? 2 : 3;
+  if (xd.size() < lead)
+    return ffi::Error::InvalidArgument(part < 0 ? "hemx native: ModUp data must be (..., num_q, N)"
+                                                : "hemx native: ModUp of a part needs data (..., P, num_q, N)");
+  const size_t parts = part < 0 ? 1 : (size_t)xd[xd.size() - 3], pick = part < 0 ? 0 : (size_t)part;
+  if (part >= 0 && pick >= parts) return ffi::Error::InvalidArgument("hemx native: ModUp part out of range");
   const size_t n = (size_t)xd[xd.size() - 1], nq = (size_t)xd[xd.size() - 2], m = q.element_count();
   const size_t D = digits.element_count() / 2;
   if (n < 2 || (n & (n - 1))) return ffi::Error::InvalidArgument("hemx native: N must be a power of two >= 2");
@@ -642,14 +660,17 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
       scal.element_count() != 4 * m)
     return ffi::Error::InvalidArgument("hemx native: ModUp tables do not match the data");
   if (auto e = check_nonempty(xd, "ModUp data"); e.failure()) return e;
-  std::vector<int64_t> want(xd.begin(), xd.end() - 2);
+  std::vector<int64_t> want(xd.begin(), xd.end() - lead);
   want.insert(want.end(), {(int64_t)D, (int64_t)m, (int64_t)n});
   if (auto e = check_out(yd, want, "ModUp (..., D, num_p + num_q, N)"); e.failure()) return e;
+  // map (N,): x's limbs read permuted, x[..., l, map] (the automorphism of a rotation, fused); (0,): as they are
+  if (auto e = check_index_map(map, n); e.failure()) return e;
+  const int32_t* mp = map.element_count() ? map.typed_data() : nullptr;
   if (auto e = check_ntt_tables(m, n, m, rows, w.element_count(), ws.element_count(), wi.element_count(),
                                 wis.element_count());
       e.failure())
     return e;
-  const size_t np = m - nq, batch = lead_size(xd, 2);
+  const size_t np = m - nq, batch = lead_size(xd, lead);
   const int32_t* dg = digits.typed_data();
   const uint32_t *qs = q.typed_data(), *hs = qhinv.typed_data(), *cs = c.typed_data(), *rs = corr.typed_data();
   std::vector<size_t> lo(D), hi(D), digit_of(nq);
@@ -689,11 +710,19 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
   uint32_t* out = y->typed_data();
   const size_t *lo_p = lo.data(), *hi_p = hi.data(), *dof = digit_of.data();
   const ConvTables* cv = conv.data();
+  // limb l of batch member b of the extended data, copied (or gathered through the map) into `a`
+  auto load = [=, &ka](uint32_t* a, size_t b, size_t l) {
+    const uint32_t* src = xs + ((b * parts + pick) * nq + l) * n;
+    if (mp)
+      ka.gather(a, src, mp, n);
+    else
+      std::memcpy(a, src, n * sizeof(uint32_t));
+  };
   // 1. x's limbs to coefficients, in their digits' own rows
   if (auto e = parallel_for(pool, batch * nq, chunk_for(n), batch * nq * n, [=, &kn](size_t u) {
         const size_t b = u / nq, l = u % nq, r = (size_t)rw[np + l];
         uint32_t* a = out + ((b * D + dof[l]) * m + np + l) * n;
-        std::memcpy(a, xs + u * n, n * sizeof(uint32_t));
+        load(a, b, l);
         kn.inverse(a, n, qs[np + l], wit + r * n, sit + r * n, sc + 4 * (np + l));
       });
       e.failure())
@@ -714,7 +743,7 @@ ffi::Error ModUp(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi:
     const size_t bd = u / m, j = u % m, d = bd % D, b = bd / D;
     uint32_t* a = out + u * n;
     if (j >= np + lo_p[d] && j < np + hi_p[d]) {
-      std::memcpy(a, xs + (b * nq + j - np) * n, n * sizeof(uint32_t));
+      load(a, b, j - np);
     } else {
       const size_t r = (size_t)rw[j];
       kn.forward(a, n, qs[j], wt + r * n, st + r * n);
@@ -732,7 +761,8 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
                   ffi::Buffer<ffi::U32> w, ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::S32> rows_k,
                   ffi::Buffer<ffi::U32> wi, ffi::Buffer<ffi::U32> wis, ffi::Buffer<ffi::U32> scal_d,
                   ffi::Buffer<ffi::S32> rows_d, ffi::Buffer<ffi::U32> qhinv, ffi::Buffer<ffi::U32> c,
-                  ffi::Buffer<ffi::U32> corr, ffi::Buffer<ffi::U32> inv, ffi::ResultBuffer<ffi::U32> y,
+                  ffi::Buffer<ffi::U32> corr, ffi::Buffer<ffi::U32> inv, ffi::Buffer<ffi::U32> addend,
+                  ffi::Buffer<ffi::S32> map, ffi::ResultBuffer<ffi::U32> y, int64_t addend_part,
                   int64_t centered) {
   auto xd = x.dimensions(), yd = y->dimensions();
   if (xd.size() < 2) return ffi::Error::InvalidArgument("hemx native: division data must be (..., M, N)");
@@ -747,6 +777,28 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
   std::vector<int64_t> want = dims_of(xd);
   want[want.size() - 2] = (int64_t)K;
   if (auto e = check_out(yd, want, "division (..., K, N)"); e.failure()) return e;
+  // addend_part >= 0: the output is (..., S, K, N) and addend (..., A, K, N); out[..., 0, :, :] gets
+  // addend[..., addend_part, :, :] added mod q (permuted through map where it has N entries; residues in [0, q) like
+  // every input): a rotation's c0 term added as the switched pair is written. addend_part < 0: no addend (addend
+  // and map empty).
+  size_t S = 1, A = 0, apick = 0;
+  const int32_t* mp = nullptr;
+  if (addend_part < 0) {
+    if (addend.element_count() || map.element_count())
+      return ffi::Error::InvalidArgument("hemx native: a division without an addend takes an empty addend and map");
+  } else {
+    auto ad = addend.dimensions();
+    if (yd.size() < 3 || ad.size() != yd.size())
+      return ffi::Error::InvalidArgument("hemx native: a division's addend must be (..., A, K, N) beside (..., S, K, N)");
+    S = (size_t)yd[yd.size() - 3], A = (size_t)ad[ad.size() - 3], apick = (size_t)addend_part;
+    std::vector<int64_t> awant(yd.begin(), yd.end());
+    awant[awant.size() - 3] = (int64_t)A;
+    if (std::vector<int64_t>(ad.begin(), ad.end()) != awant || apick >= A)
+      return ffi::Error::InvalidArgument("hemx native: a division's addend must be (..., A, K, N) beside (..., S, K, N), "
+                                         "addend_part < A");
+    if (auto e = check_index_map(map, n); e.failure()) return e;
+    mp = map.element_count() ? map.typed_data() : nullptr;
+  }
   if (auto e = check_rows(rows_k, K, n, w.element_count(), ws.element_count()); e.failure()) return e;
   if (auto e = check_rows(rows_d, Dd, n, wi.element_count(), wis.element_count()); e.failure()) return e;
   const int32_t *ki = keep.typed_data(), *di = drop.typed_data();
@@ -788,6 +840,7 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
   const uint32_t *xs = x.typed_data(), *wt = w.typed_data(), *st = ws.typed_data(), *wit = wi.typed_data(),
                  *sit = wis.typed_data(), *sc = scal_d.typed_data(), *ivs = inv_s.data();
   const int32_t *rk = rows_k.typed_data(), *rd = rows_d.typed_data();
+  const uint32_t* as = addend_part < 0 ? nullptr : addend.typed_data();
   uint32_t* out = y->typed_data();
   // 1. the dropped rows to coefficients
   if (auto e = parallel_for(pool, batch * Dd, chunk_for(n), batch * Dd * n, [=, &kn](size_t u) {
@@ -810,14 +863,24 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
     return e;
   // 3. per kept row: forward NTT of the conversion, then (x_keep - conv) * inv, as (x_keep + q - conv) * inv
   // (below 2q < 2^32: the Shoup product takes any uint32) by the Shoup kernel on a block of the constant
-  return parallel_for(pool, batch * K, chunk_for(n), batch * K * n, [=, &kn](size_t u) {
+  // the addend's row for output row u (nullptr: none), gathered through the map into a per-thread row
+  return parallel_for(pool, batch * K, chunk_for(n), batch * K * n, [=, &kn, &ka](size_t u) {
     constexpr size_t CH = 1024;
-    thread_local std::vector<uint32_t> cst;
+    thread_local std::vector<uint32_t> cst, arow;
     if (cst.size() < 2 * CH) cst.resize(2 * CH);
     const size_t b = u / K, k = u % K, r = (size_t)rk[k];
     const uint32_t qv = qks[k];
     uint32_t* a = out + u * n;
     const uint32_t* xk = xs + (b * M + (size_t)ki[k]) * n;
+    const uint32_t* add = nullptr;
+    if (as && b % S == 0) {
+      add = as + (((b / S) * A + apick) * K + k) * n;
+      if (mp) {
+        if (arow.size() < n) arow.resize(n);
+        ka.gather(arow.data(), add, mp, n);
+        add = arow.data();
+      }
+    }
     kn.forward(a, n, qv, wt + r * n, st + r * n);
     std::fill(cst.begin(), cst.begin() + CH, iv[k]);
     std::fill(cst.begin() + CH, cst.begin() + 2 * CH, ivs[k]);
@@ -827,6 +890,13 @@ ffi::Error Divide(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
       const uint32_t* v = xk + s;
       for (size_t j = 0; j < cnt; ++j) o[j] = v[j] + qv - o[j];
       kn.mul_shoup(o, o, cst.data(), cst.data() + CH, cnt, qv);
+      if (add) {
+        const uint32_t* t = add + s;
+        for (size_t j = 0; j < cnt; ++j) {
+          const uint32_t z = o[j] + t[j];  // both below q < 2^31
+          o[j] = z >= qv ? z - qv : z;
+        }
+      }
     }
   });
 }
@@ -964,8 +1034,10 @@ HEMX_HANDLER(HemxModUp, &hemx::ModUp,
                                   .Arg<ffi::Buffer<ffi::U32>>()   // qhinv
                                   .Arg<ffi::Buffer<ffi::U32>>()   // c
                                   .Arg<ffi::Buffer<ffi::U32>>()   // corr
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // map: (N,) or (0,)
                                   .Ret<ffi::Buffer<ffi::U32>>()
-                                  .Attr<int64_t>("centered"));
+                                  .Attr<int64_t>("centered")
+                                  .Attr<int64_t>("part"));
 
 HEMX_HANDLER(HemxDivide, &hemx::Divide,
                               ffi::Ffi::Bind()
@@ -986,7 +1058,10 @@ HEMX_HANDLER(HemxDivide, &hemx::Divide,
                                   .Arg<ffi::Buffer<ffi::U32>>()   // c
                                   .Arg<ffi::Buffer<ffi::U32>>()   // corr
                                   .Arg<ffi::Buffer<ffi::U32>>()   // inv
+                                  .Arg<ffi::Buffer<ffi::U32>>()   // addend: (..., A, K, N) or (0,)
+                                  .Arg<ffi::Buffer<ffi::S32>>()   // map: (N,) or (0,)
                                   .Ret<ffi::Buffer<ffi::U32>>()
+                                  .Attr<int64_t>("addend_part")
                                   .Attr<int64_t>("centered"));
 
 // Plain C entry points for ctypes (the instruction-set ones are in dispatch.cc, the self-test in selftest.cc).

@@ -88,24 +88,35 @@ def _modup_jax(x_ntt, plan, modup_plans, *, digits, num_p: int, num_q: int):
     return jnp.stack(exts, axis=-3)
 
 
-def modup(x_ntt, plan, modup_plans, *, digits, num_p: int, num_q: int):
+def modup(x_ntt, plan, modup_plans, *, digits, num_p: int, num_q: int, part: int | None = None, index_map=None):
     """Extended digits of ``x`` over ``Q_l P``: ``(..., D, num_p + num_q, N)`` in the NTT domain.
 
     Args:
-        x_ntt: ``(..., num_q, N)`` over ``Q_l``.
+        x_ntt: ``(..., num_q, N)`` over ``Q_l``; with ``part``, ``(..., P, num_q, N)`` of which
+            ``x_ntt[..., part, :, :]`` is extended (a ciphertext's ``c1``).
         plan: the context's NTT plan over ``P + Q``.
         modup_plans: one basis-conversion plan per digit (digit limbs -> the other limbs of ``Q_l P``).
         digits: static ``((lo, hi), ...)`` limb ranges of the digits, clipped to ``num_q``.
+        part: static part index, or None (``x_ntt`` is the data itself).
+        index_map: an automorphism's ``(N,)`` map applied to the data first (a rotation's), or None.
 
     On CPU with the native library and a plan with butterfly tables this is one fused custom call
-    (:func:`hemx.kernels.native.modup`, writing the digits in place); elsewhere the JAX kernels. Bit-identical.
+    (:func:`hemx.kernels.native.modup`, writing the digits in place, the part read in place and permuted as it is
+    copied); elsewhere the JAX kernels after the slice and the automorphism. Bit-identical.
     """
     kw = dict(digits=tuple(digits), num_p=num_p, num_q=num_q)
     modup_plans = tuple(modup_plans)
+
+    def jax_fn(x, pl, mps, imap):
+        x = x if part is None else x[..., part, :, :]
+        x = x if imap is None else automorphism.apply_ntt_automorphism(x, imap)
+        return _modup_jax(x, pl, mps, **kw)
+
     if not _fusable(plan):
-        return _modup_jax(x_ntt, plan, modup_plans, **kw)
-    return native.on_cpu(lambda x, pl, mps: native.modup(x, pl, mps, digits=kw["digits"], num_p=num_p),
-                         lambda x, pl, mps: _modup_jax(x, pl, mps, **kw), x_ntt, plan, modup_plans)
+        return jax_fn(x_ntt, plan, modup_plans, index_map)
+    return native.on_cpu(lambda x, pl, mps, imap: native.modup(x, pl, mps, digits=kw["digits"], num_p=num_p,
+                                                               part=part, index_map=imap),
+                         jax_fn, x_ntt, plan, modup_plans, index_map)
 
 
 def as_material(key) -> KeyMaterial:
@@ -295,19 +306,38 @@ def finish(acc, plan, moddown_plan, p_inv, *, num_p: int, num_q: int, reduction:
                          lambda a, f, pl: _finish_fold_jax(a, f, pl, **kw), acc, fold, plan)
 
 
-def moddown(acc, plan, moddown_plan, p_inv, *, num_p: int, num_q: int, reduction: str):
+def moddown(acc, plan, moddown_plan, p_inv, *, num_p: int, num_q: int, reduction: str, addend=None,
+            addend_part: int = 0, index_map=None):
     """``(acc - Conv_{P->Q}([acc]_P)) * P^-1`` over ``Q_l``: ``(..., m, N) -> (..., num_q, N)`` (NTT domain).
 
-    Native (CPU, library available, butterfly tables): one fused call on ``acc``'s rows, no sliced copies."""
+    With ``addend`` ``(..., A, num_q, N)`` beside ``acc`` ``(..., S, m, N)``: the result's first part gets
+    ``addend[..., addend_part, :, :]`` added mod ``q``, permuted by ``index_map`` ``(N,)`` where one is given (a
+    rotation's ``c0 + ModDown(acc_0), ModDown(acc_1)`` with its automorphism of ``c0``).
+
+    Native (CPU, library available, butterfly tables): one fused call on ``acc``'s rows, the addend read in place
+    and added as the result is written, no sliced copies or stacking."""
     m = num_p + num_q
     kw = dict(keep=(num_p, m), ranges=((0, num_p),))
-    jax_fn = lambda a, pl, cp, iv: _divide_jax(a[..., num_p:, :], a[..., :num_p, :], pl, cp, iv,  # noqa: E731
-                                               reduction=reduction, **kw)
+    if addend is None and index_map is not None:
+        raise ParameterError("moddown: an index map permutes the addend; give one or neither")
+
+    def jax_fn(a, pl, cp, iv, add, imap):
+        out = _divide_jax(a[..., num_p:, :], a[..., :num_p, :], pl, cp, iv, reduction=reduction, **kw)
+        if add is None:
+            return out
+        c0 = add[..., addend_part, :, :]
+        c0 = c0 if imap is None else automorphism.apply_ntt_automorphism(c0, imap)
+        first = modarith.add_mod(c0, out[..., 0, :, :], limb_table(pl, num_p, m).q)
+        return jnp.concatenate([first[..., None, :, :], out[..., 1:, :, :]], axis=-3)
+
+    def native_fn(a, pl, cp, iv, add, imap):
+        return native.divide_by_dropped(a, limb_plan(pl, *kw["keep"]), _ranges_plan(pl, kw["ranges"]), cp, iv,
+                                        keep_rows=tuple(range(num_p, m)), drop_rows=tuple(range(num_p)),
+                                        addend=add, addend_part=addend_part, index_map=imap)
+
     if not _fusable(plan):
-        return jax_fn(acc, plan, moddown_plan, p_inv)
-    return native.on_cpu(
-        lambda a, pl, cp, iv: _divide_native(a, pl, cp, iv, keep_rows=range(num_p, m), drop_rows=range(num_p), **kw),
-        jax_fn, acc, plan, moddown_plan, p_inv)
+        return jax_fn(acc, plan, moddown_plan, p_inv, addend, index_map)
+    return native.on_cpu(native_fn, jax_fn, acc, plan, moddown_plan, p_inv, addend, index_map)
 
 
 def _after(token, bplan):

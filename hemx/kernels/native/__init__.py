@@ -394,16 +394,16 @@ def _call(target: str, x, *tables):
     return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape, x.dtype))(x, *tables)
 
 
-def _batched_rule(fn):
-    """vmap rule: a batched ``x`` with shared tables is one bigger call (leading axes are batch axes of the
-    kernel); batched tables (different moduli per batch member) map the call over the batch."""
+def _batched_rule(fn, data=(0,)):
+    """vmap rule: batched data (the arguments at the positions ``data``: ``x``, and a division's addend, whose
+    leading axes are batch axes of the kernel) with shared tables is one bigger call; batched tables (different
+    moduli per batch member) map the call over the batch."""
 
-    def rule(axis_size, in_batched, x, *tables):
-        if not any(in_batched[1:]):
-            if not in_batched[0]:
-                x = jnp.broadcast_to(x, (axis_size,) + x.shape)
-            return fn(x, *tables), True
-        args = [a if b else jnp.broadcast_to(a, (axis_size,) + a.shape) for a, b in zip((x,) + tables, in_batched)]
+    def rule(axis_size, in_batched, *args):
+        grow = lambda a, b: a if b else jnp.broadcast_to(a, (axis_size,) + a.shape)  # noqa: E731
+        if not any(b for i, b in enumerate(in_batched) if i not in data):
+            return fn(*(grow(a, b) if i in data else a for i, (a, b) in enumerate(zip(args, in_batched)))), True
+        args = [grow(a, b) for a, b in zip(args, in_batched)]
         return jax.lax.map(lambda a: fn(*a), tuple(args)), True
 
     return rule
@@ -503,14 +503,15 @@ def butterfly_probe(x, q, tw, *, reps: int):
 # ---------------------------------------------------------------------------------- beyond the NTT
 
 
-def _make_general(target: str, out_shape, **attrs):
-    """A custom_vmap'd call of ``target`` whose output shape is ``out_shape(*args)`` (no aliasing)."""
+def _make_general(target: str, out_shape, data=(0,), **attrs):
+    """A custom_vmap'd call of ``target`` whose output shape is ``out_shape(*args)`` (no aliasing); ``data``: the
+    positions of the arguments with the kernel's leading batch axes (:func:`_batched_rule`)."""
 
     @jax.custom_batching.custom_vmap
     def fn(x, *tables):
         return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(out_shape(x, *tables), jnp.uint32))(x, *tables, **attrs)
 
-    fn.def_vmap(_batched_rule(fn))
+    fn.def_vmap(_batched_rule(fn, data))
     return fn
 
 
@@ -577,16 +578,51 @@ def bconv(x, plan):
 # ---------------------------------------------------------------------------- fused key-switching passes
 
 
-def _modup_shape(x, q, w, ws, wi, wis, scal, rows, digits, *rest):
-    return x.shape[:-2] + (digits.shape[0], q.shape[0], x.shape[-1])
+#: the custom-call functions by ``(centered, part)`` / ``(centered, addend_part)`` (-1: plain), made on first use
+_modup_calls: dict = {}
+_divide_calls: dict = {}
+#: argument position of a division's addend (after x and its 15 tables): batched like x under vmap
+_DIVIDE_ADDEND = 16
 
 
-def _divide_shape(x, keep, *rest):
-    return x.shape[:-2] + (keep.shape[0], x.shape[-1])
+def _modup_call(centered: bool, part: int):
+    """hemx_modup of ``x`` ``(..., num_q, N)`` (``part < 0``) or of part ``part`` of ``x`` ``(..., P, num_q, N)``."""
+    key = (bool(centered), int(part))
+    if key not in _modup_calls:
+        lead = 2 if part < 0 else 3
+        shape = lambda x, q, w, ws, wi, wis, scal, rows, digits, *rest: (  # noqa: E731
+            x.shape[:-lead] + (digits.shape[0], q.shape[0], x.shape[-1]))
+        _modup_calls[key] = _make_general("hemx_modup", shape, centered=np.int64(centered), part=np.int64(part))
+    return _modup_calls[key]
 
 
-_modup_calls = {c: _make_general("hemx_modup", _modup_shape, centered=np.int64(c)) for c in (False, True)}
-_divide_calls = {c: _make_general("hemx_divide", _divide_shape, centered=np.int64(c)) for c in (False, True)}
+def _divide_call(centered: bool, addend_part: int):
+    """hemx_divide, with an addend's part ``addend_part`` added to the output's first part (``< 0``: none)."""
+    key = (bool(centered), int(addend_part))
+    if key not in _divide_calls:
+        shape = lambda x, keep, *rest: x.shape[:-2] + (keep.shape[0], x.shape[-1])  # noqa: E731
+        _divide_calls[key] = _make_general("hemx_divide", shape, data=(0, _DIVIDE_ADDEND),
+                                           centered=np.int64(centered), addend_part=np.int64(addend_part))
+    return _divide_calls[key]
+
+
+_NO_MAP = np.zeros((0,), np.int32)
+_NO_ADDEND = np.zeros((0,), np.uint32)
+
+
+def _optional_map(index_map, n: int):
+    """An index map for a fused pass (int32 ``(n,)``), or the empty "no permutation"; checked like
+    :func:`automorphism`'s."""
+    if index_map is None:
+        return _NO_MAP
+    index_map = jnp.asarray(index_map)
+    if index_map.shape != (n,) or not jnp.issubdtype(index_map.dtype, jnp.integer):
+        raise ShapeError(f"an index map must be integers ({n},); got {index_map.dtype} {tuple(index_map.shape)}")
+    if not isinstance(index_map, jax.core.Tracer):
+        m = np.asarray(index_map)
+        if m.min() < 0 or m.max() >= n:
+            raise ParameterError(f"index map entries must lie in [0, {n}); got [{m.min()}, {m.max()}]")
+    return index_map.astype(jnp.int32)
 
 
 def _ntt_tables(plan):
@@ -602,19 +638,26 @@ def _flat(a):
     return jnp.asarray(a).reshape(-1).astype(jnp.uint32)
 
 
-def modup(x_ntt, plan, conv_plans, *, digits, num_p: int):
+def modup(x_ntt, plan, conv_plans, *, digits, num_p: int, part: int | None = None, index_map=None):
     """The extended digits of ``x_ntt`` ``(..., num_q, N)`` (NTT domain over ``Q_l``): ``(..., D, num_p + num_q, N)``
     over ``Q_l P`` in the NTT domain, in one call; bit-identical to :func:`hemx.ckks.keyswitch.modup`.
 
     ``plan``: an NTT plan with butterfly tables ("native" or "butterfly") over at least the limbs ``[P, Q_l]``
     (the first ``num_p + num_q`` limbs); ``conv_plans``: one :class:`~hemx.kernels.bconv.BConvPlan` per digit
     from its limbs to ``[P, Q_<lo, Q_>=hi]``; ``digits``: static ``((lo, hi), ...)`` covering ``[0, num_q)``.
+    ``part`` (static): ``x_ntt`` is ``(..., P, num_q, N)`` and ``x_ntt[..., part, :, :]`` is extended, read in
+    place (a ciphertext's ``c1`` without a sliced copy). ``index_map`` ``(N,)``: the data's limbs are read
+    permuted, ``x[..., index_map]`` (:func:`automorphism` fused into the pass, exactly).
     """
     _lib()
+    lead = 2 if part is None else 3
+    if x_ntt.ndim < lead or (part is not None and not 0 <= int(part) < x_ntt.shape[-3]):
+        raise ShapeError(f"ModUp input must be uint32 (..., num_q, N), or (..., P, num_q, N) with 0 <= part < P; "
+                         f"got {x_ntt.dtype} {tuple(x_ntt.shape)}, part {part!r}")
     num_q = x_ntt.shape[-2]
     m = num_p + num_q
     digits = tuple((int(lo), int(hi)) for lo, hi in digits)
-    if x_ntt.dtype != jnp.uint32 or x_ntt.ndim < 2 or x_ntt.shape[-1] != plan.n or plan.num_limbs < m:
+    if x_ntt.dtype != jnp.uint32 or x_ntt.shape[-1] != plan.n or plan.num_limbs < m:
         raise ShapeError(f"ModUp input must be uint32 (..., num_q, {plan.n}) with num_p + num_q <= {plan.num_limbs}; "
                          f"got {x_ntt.dtype} {tuple(x_ntt.shape)}")
     _nonempty("ModUp input", x_ntt)
@@ -632,16 +675,23 @@ def modup(x_ntt, plan, conv_plans, *, digits, num_p: int):
     c = jnp.concatenate([_flat(cp.qhat_mod_p.value) for cp in conv_plans])
     corr = jnp.concatenate([_flat(cp.corr.value) for cp in conv_plans])
     dig = np.asarray(digits, dtype=np.int32)
-    return _modup_calls[centered.pop()](x_ntt, q, w, ws, wi, wis, scal, rows, dig, qhinv, c, corr)
+    call = _modup_call(centered.pop(), -1 if part is None else int(part))
+    return call(x_ntt, q, w, ws, wi, wis, scal, rows, dig, qhinv, c, corr, _optional_map(index_map, plan.n))
 
 
-def divide_by_dropped(x, keep_plan, drop_plan, conv_plan, inv, *, keep_rows, drop_rows):
+def divide_by_dropped(x, keep_plan, drop_plan, conv_plan, inv, *, keep_rows, drop_rows, addend=None,
+                      addend_part: int = 0, index_map=None):
     """``(x_K - NTT(Conv_{D->K}(INTT(x_D)))) * D^-1`` over the kept rows: ``x`` ``(..., M, N)`` NTT domain, ``keep_rows``
     / ``drop_rows`` static row indices into its ``M`` rows -> ``(..., |K|, N)``; bit-identical to
     :func:`hemx.ckks.keyswitch.divide_by_dropped`.
 
     ``keep_plan`` / ``drop_plan``: NTT plans (butterfly tables) of the kept / dropped limbs, in row order;
     ``conv_plan``: the conversion ``D -> K``; ``inv``: the known operand ``D^-1 mod k_j`` ``(|K|, 1)``.
+
+    ``addend`` ``(..., A, |K|, N)`` (residues mod the kept limbs, beside ``x`` ``(..., S, M, N)``): the result's
+    first part gets ``addend[..., addend_part, :, :]`` added mod ``q`` (permuted, ``[..., index_map]``, where an
+    index map ``(N,)`` is given), in the same pass: a rotation's ``c0`` term added to the switched pair
+    ``(S = 2)`` with no stacking or sliced copies.
     """
     _lib()
     keep_rows, drop_rows = tuple(int(i) for i in keep_rows), tuple(int(i) for i in drop_rows)
@@ -655,12 +705,24 @@ def divide_by_dropped(x, keep_plan, drop_plan, conv_plan, inv, *, keep_rows, dro
     if keep_plan.num_limbs != k or drop_plan.num_limbs != d or conv_plan.src.q.shape[0] != d or (
             conv_plan.dst.q.shape[0] != k) or inv.value.size != k or x.shape[-1] != keep_plan.n:
         raise ShapeError("division tables do not match the kept / dropped rows")
+    if addend is None:
+        if index_map is not None:
+            raise ParameterError("a division's index map permutes its addend; give an addend with it, or neither")
+        part, addend, index_map = -1, _NO_ADDEND, _NO_MAP
+    else:
+        part = int(addend_part)
+        if addend.dtype != jnp.uint32 or x.ndim < 3 or addend.ndim != x.ndim or not 0 <= part < addend.shape[-3] \
+                or tuple(addend.shape[:-3]) + tuple(addend.shape[-2:]) != tuple(x.shape[:-3]) + (k, x.shape[-1]):
+            raise ShapeError(f"a division's addend must be uint32 (..., A, {k}, N) beside data (..., S, M, N) with "
+                             f"0 <= addend_part < A; got {addend.dtype} {tuple(addend.shape)} beside "
+                             f"{tuple(x.shape)}, addend_part {addend_part!r}")
+        index_map = _optional_map(index_map, x.shape[-1])
     qk, rows_k, w, ws, _, _, _ = _ntt_tables(keep_plan)
     qd, rows_d, _, _, wi, wis, scal_d = _ntt_tables(drop_plan)
-    return _divide_calls[bool(conv_plan.centered)](
+    return _divide_call(bool(conv_plan.centered), part)(
         x, np.asarray(keep_rows, np.int32), np.asarray(drop_rows, np.int32), qk, qd, w, ws, rows_k, wi, wis, scal_d,
         rows_d, _flat(conv_plan.qhat_inv.value), _flat(conv_plan.qhat_mod_p.value), _flat(conv_plan.corr.value),
-        _flat(inv.value))
+        _flat(inv.value), addend, index_map)
 
 
 # ------------------------------------------------------------------------------- seeded uniform halves

@@ -151,20 +151,35 @@ def _specs():
     ring = K.make_plan(pn2, ps + qs, "native")
     digits = ((0, 2), (2, 3))
     mps = tuple(BC.make_bconv_plan(qs[lo:hi], ps + qs[:lo] + qs[hi:], centered=True) for lo, hi in digits)
-    modup = lambda x: native.modup(x, ring, mps, digits=digits, num_p=2)  # noqa: E731
-    tables = capture(native._modup_calls, True, lambda: modup(jnp.asarray(residues((1,), qs, pn2))))
-    args_of, ref = by_wrapper(tables, lambda lead: residues(lead, qs, pn2), modup)
-    specs["hemx_modup"] = (args_of, lambda args: args[0].shape[:-2] + (2, 5, args[0].shape[-1]),
-                           {"centered": np.int64(1)}, (0,), ref, (2, 3), (BIG // (10 * pn2),))
+    # the fused form a rotation uses: part 1 of x (..., 2, 3, N) extended, its limbs read through the map X -> X^5
+    fmap = np.asarray(A.ntt_index_map(pn2, 5), np.int32)
+    modup = lambda x: native.modup(x, ring, mps, digits=digits, num_p=2, part=1, index_map=fmap)  # noqa: E731
+    native._modup_call(True, 1)  # made before capture() replaces it
+    tables = capture(native._modup_calls, (True, 1), lambda: modup(jnp.asarray(residues((1, 2), qs, pn2))))
+    args_of, ref = by_wrapper(tables, lambda lead: residues(lead + (2,), qs, pn2), modup)
+    specs["hemx_modup"] = (args_of, lambda args: args[0].shape[:-3] + (2, 5, args[0].shape[-1]),
+                           {"centered": np.int64(1), "part": np.int64(1)}, (0,), ref, (2, 3),
+                           (BIG // (20 * pn2),))
     inv = M.known_operand(np.asarray([[pow(math.prod(ps), -1, q)] for q in qs], np.int64),
                           np.asarray(qs, np.int64).reshape(-1, 1))
     dplan = BC.make_bconv_plan(ps, qs, centered=True)
-    divide = lambda x: native.divide_by_dropped(  # noqa: E731
-        x, ks.limb_plan(ring, 2, 5), ks.limb_plan(ring, 0, 2), dplan, inv, keep_rows=(2, 3, 4), drop_rows=(0, 1))
-    tables = capture(native._divide_calls, True, lambda: divide(jnp.asarray(residues((1,), ps + qs, pn2))))
-    args_of, ref = by_wrapper(tables, lambda lead: residues(lead, ps + qs, pn2), divide)
-    specs["hemx_divide"] = (args_of, lambda args: args[0].shape[:-2] + (3, args[0].shape[-1]),
-                            {"centered": np.int64(1)}, (0,), ref, (2, 3), (BIG // (5 * pn2),))
+    # with the rotation's addend: x (..., 2, 5, N), addend (..., 2, 3, N) (its part 0 permuted by the map, added
+    # to the first part of the result)
+    divide = lambda x, a: native.divide_by_dropped(  # noqa: E731
+        x, ks.limb_plan(ring, 2, 5), ks.limb_plan(ring, 0, 2), dplan, inv, keep_rows=(2, 3, 4), drop_rows=(0, 1),
+        addend=a, addend_part=0, index_map=fmap)
+    native._divide_call(True, 0)
+    tables = capture(native._divide_calls, (True, 0), lambda: divide(jnp.asarray(residues((1, 2), ps + qs, pn2)),
+                                                                  jnp.asarray(residues((1, 2), qs, pn2))))
+    addend_at = native._DIVIDE_ADDEND
+
+    def divide_args(lead):
+        return with_data(with_data(tables, residues(lead + (2,), ps + qs, pn2)), residues(lead + (2,), qs, pn2),
+                         addend_at)
+
+    specs["hemx_divide"] = (divide_args, lambda args: args[0].shape[:-2] + (3, args[0].shape[-1]),
+                            {"addend_part": np.int64(0), "centered": np.int64(1)}, (0, addend_at),
+                            lambda args: np.asarray(divide(args[0], args[addend_at])), (2, 3), (BIG // (16 * pn2),))
     # the seeded rows: digits (D,) int32 (the "data"), key (8,), q (2,) -> (D, 2, 256)
     skey = np.arange(1, 9, dtype=np.uint32)
     sq = np.asarray(qm, np.uint32)
@@ -568,6 +583,31 @@ def test_fused_keyswitch_wrappers_reject_zero_size_inputs():
     assert divide(_u32(2, 5, N)).shape == (2, 3, N)
     for bad in (_u32(0, 5, N), _u32(2, 0, 5, N), _u32(2, 5, N // 2), jnp.zeros((2, 5, N), jnp.int32)):
         _raises(ShapeError, lambda b=bad: divide(b))
+    # the fused forms: a part of (..., P, num_q, N) read through a map; an addend beside the result
+    imap = A.ntt_index_map(N, 5)
+    assert native.modup(_u32(4, 2, 3, N), ring, mps, digits=digits, num_p=2, part=1, index_map=imap).shape == (
+        4, 2, 5, N)
+    for part in (2, -1):
+        _raises(ShapeError, lambda p=part: native.modup(_u32(4, 2, 3, N), ring, mps, digits=digits, num_p=2, part=p))
+    _raises(ShapeError, lambda: native.modup(_u32(3, N), ring, mps, digits=digits, num_p=2, part=0))
+    _raises(ShapeError, lambda: native.modup(_u32(2, 3, N), ring, mps, digits=digits, num_p=2, index_map=imap[:-1]))
+    _raises(ParameterError, lambda: native.modup(_u32(2, 3, N), ring, mps, digits=digits, num_p=2,
+                                                 index_map=np.full(N, N, np.int32)))
+
+    def divide_add(x, a, part=0, index_map=imap):
+        return native.divide_by_dropped(x, ks.limb_plan(ring, 2, 5), ks.limb_plan(ring, 0, 2), dplan, inv,
+                                        keep_rows=(2, 3, 4), drop_rows=(0, 1), addend=a, addend_part=part,
+                                        index_map=index_map)
+
+    assert divide_add(_u32(4, 2, 5, N), _u32(4, 2, 3, N)).shape == (4, 2, 3, N)
+    assert divide_add(_u32(4, 2, 5, N), _u32(4, 1, 3, N), index_map=None).shape == (4, 2, 3, N)
+    for x, a, part in ((_u32(4, 2, 5, N), _u32(4, 2, 3, N), 2), (_u32(4, 2, 5, N), _u32(3, 2, 3, N), 0),
+                       (_u32(4, 2, 5, N), _u32(4, 2, 5, N), 0), (_u32(5, N), _u32(3, N), 0),
+                       (_u32(4, 2, 5, N), jnp.zeros((4, 2, 3, N), jnp.int32), 0)):
+        _raises(ShapeError, lambda x=x, a=a, p=part: divide_add(x, a, p))
+    _raises(ParameterError, lambda: native.divide_by_dropped(
+        _u32(2, 5, N), ks.limb_plan(ring, 2, 5), ks.limb_plan(ring, 0, 2), dplan, inv, keep_rows=(2, 3, 4),
+        drop_rows=(0, 1), index_map=imap))  # a map with nothing to permute
 
 
 def test_seeded_key_wrappers_reject_bad_inputs():

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from hemx import nt
 from hemx.ckks import keyswitch as ks
 from hemx.errors import ShapeError
+from hemx.bench.bootstrap_profile import custom_call_counts
+from hemx.kernels import automorphism as A
 from hemx.kernels import bconv as BC
 from hemx.kernels import modarith as M
 from hemx.kernels import native
@@ -140,6 +142,47 @@ def test_modup_vmap_threads_and_direct_call():
         native.modup(x, nat, mps[:2], digits=digits, num_p=2)
 
 
+# a rotation's fused form: ModUp of part 1 of a ciphertext (..., 2, num_q, N), its limbs read through the map
+
+
+def _index_map(n: int, rng, kind: str):
+    """An automorphism's map (a random odd Galois element), any permutation, or None."""
+    if kind == "galois":
+        return jnp.asarray(A.ntt_index_map(n, int(2 * rng.integers(1, n) + 1) % (2 * n)))
+    if kind == "permutation":
+        return jnp.asarray(rng.permutation(n).astype(np.int32))
+    return None
+
+
+def _modup_part_fn(digits, num_p, num_q, part):
+    return jax.jit(lambda v, p, m, imap: ks.modup(v, p, m, digits=digits, num_p=num_p, num_q=num_q, part=part,
+                                                  index_map=imap))
+
+
+@FEW
+@given(
+    bits=st.sampled_from([28, 31]),
+    layout=st.sampled_from([(12, 4), (7, 3), (3, 1)]),
+    lead=st.sampled_from([(), (2,)]),
+    part=st.sampled_from([0, 1]),
+    kind=st.sampled_from(["galois", "permutation", "none"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_modup_of_a_part_through_a_map_matches_jax(bits, layout, lead, part, kind, seed):
+    num_q, dsize = layout
+    nat, bfly, digits, mps, x = _modup_case(64, bits, num_q, 3, dsize, lead + (2,), seed)
+    imap = _index_map(64, np.random.default_rng(seed), kind)
+    f, jax_f = _modup_part_fn(digits, 3, num_q, part), _modup_part_fn(digits, 3, num_q, part)
+    with native.disabled():  # the JAX path: the slice, the automorphism, then ModUp
+        want = np.asarray(jax_f(x, bfly, mps, imap))
+    assert want.shape == lead + (len(digits), 3 + num_q, 64)
+    # the same as the steps apart, natively
+    sliced = x[..., part, :, :] if imap is None else native.automorphism(x[..., part, :, :], imap)
+    np.testing.assert_array_equal(np.asarray(_modup_fn(digits, 3, num_q)(sliced, nat, mps)), want)
+    for plan in (nat, bfly):
+        np.testing.assert_array_equal(np.asarray(f(x, plan, mps, imap)), want)
+
+
 # --------------------------------------------------------------------------------- ModDown and rescale
 
 
@@ -228,6 +271,109 @@ def test_divide_isas_vmap_and_rows(isa):
     with pytest.raises(ShapeError):
         native.divide_by_dropped(acc, ks.limb_plan(nat, num_p, num_p + num_q), ks.limb_plan(nat, 0, num_p), dplan,
                                  pinv, keep_rows=where[num_p:], drop_rows=(99,) * num_p)
+
+
+# a rotation's fused ModDown: the result's first part plus a part of an addend, read through a map
+
+
+def _moddown_add_fn(num_p, num_q, part):
+    return jax.jit(lambda a, p, c, i, add, imap: ks.moddown(a, p, c, i, num_p=num_p, num_q=num_q, reduction="shoup",
+                                                          addend=add, addend_part=part, index_map=imap))
+
+
+@FEW
+@given(
+    bits=st.sampled_from([28, 31]),
+    shape=st.sampled_from([(12, 4), (5, 1), (7, 2)]),  # (num_q, num_p)
+    lead=st.sampled_from([(), (3,)]),
+    parts=st.sampled_from([(2, 2, 0), (2, 2, 1), (2, 1, 0), (1, 3, 2)]),  # (S, A, addend_part)
+    kind=st.sampled_from(["galois", "permutation", "none"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_moddown_with_an_addend_matches_jax(bits, shape, lead, parts, kind, seed):
+    num_q, num_p = shape
+    s, a, part = parts
+    nat, bfly, acc, (dplan, pinv), _, _ = _divide_case(64, bits, num_q, num_p, 1, lead + (s,), seed)
+    rng = np.random.default_rng(seed)
+    _, qs_all, _ = _ring(64, bits, 31, 12, num_p, "native")
+    add = jnp.asarray(_residues(rng, qs_all[:num_q], lead + (a,), 64))
+    imap = _index_map(64, rng, kind)
+    f, jax_f = _moddown_add_fn(num_p, num_q, part), _moddown_add_fn(num_p, num_q, part)
+    with native.disabled():
+        want = np.asarray(jax_f(acc, bfly, dplan, pinv, add, imap))
+    # the same as the steps apart: ModDown, then the permuted addend part added to the first part
+    down = np.asarray(jax.jit(lambda v, p: ks.moddown(v, p, dplan, pinv, num_p=num_p, num_q=num_q,
+                                                      reduction="shoup"))(acc, nat)).astype(np.int64)
+    term = np.asarray(add[..., part, :, :] if imap is None else native.automorphism(add[..., part, :, :], imap))
+    q = np.asarray(qs_all[:num_q], np.int64).reshape(-1, 1)
+    down[..., 0, :, :] = (down[..., 0, :, :] + term) % q
+    np.testing.assert_array_equal(want, down.astype(np.uint32))
+    for plan in (nat, bfly):
+        np.testing.assert_array_equal(np.asarray(f(acc, plan, dplan, pinv, add, imap)), want)
+
+
+@functools.lru_cache(maxsize=None)
+def _fused_isas_case():
+    """One realistic size for every instruction set: a ModUp of c1 through a map and the ModDown adding c0."""
+    nat, bfly, digits, mps, x = _modup_case(4096, 30, 7, 3, 3, (2, 2), 5)
+    _, _, acc, (dplan, pinv), _, _ = _divide_case(4096, 30, 7, 3, 1, (2, 2), 6)
+    imap = jnp.asarray(A.ntt_index_map(4096, 5 ** 7 % 8192))
+    up, down = _modup_part_fn(digits, 3, 7, 1), _moddown_add_fn(3, 7, 0)
+    with native.disabled():
+        want = (np.asarray(_modup_part_fn(digits, 3, 7, 1)(x, bfly, mps, imap)),
+                np.asarray(_moddown_add_fn(3, 7, 0)(acc, bfly, dplan, pinv, x, imap)))
+    return nat, mps, x, acc, dplan, pinv, imap, up, down, want
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_fused_rotation_passes_isas_threads_and_vmap(isa):
+    native.set_isa(isa)
+    nat, mps, x, acc, dplan, pinv, imap, up, down, (want_up, want_down) = _fused_isas_case()
+    assert native.isa() == isa
+    for inline, threads in ((None, 1), (0, 0)):  # inline 0: threaded even when small
+        native.set_inline_residues(inline)
+        native.set_max_threads(threads)
+        np.testing.assert_array_equal(np.asarray(up(x, nat, mps, imap)), want_up)
+        np.testing.assert_array_equal(np.asarray(down(acc, nat, dplan, pinv, x, imap)), want_down)
+    native.set_inline_residues(None)
+    native.set_max_threads(0)
+    # vmap over the leading axis: of both the accumulator and the addend (one call), of the accumulator alone
+    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: up(v, nat, mps, imap))(x)), want_up)
+    np.testing.assert_array_equal(
+        np.asarray(jax.vmap(lambda a, c: down(a, nat, dplan, pinv, c, imap))(acc, x)), want_down)
+    fixed = np.asarray(jax.vmap(lambda a: down(a, nat, dplan, pinv, x[0], imap))(acc))
+    with native.disabled():
+        ref = np.asarray(_moddown_add_fn(3, 7, 0)(acc, nat, dplan, pinv, jnp.broadcast_to(x[0], x.shape), imap))
+    np.testing.assert_array_equal(fixed, ref)
+
+
+def test_fused_rotation_is_bit_identical_to_the_steps_apart():
+    """Context.rotate on the Max-Parallel dataflow (the fused passes) against the Digit-Centric one (the
+    automorphism, then the key switch of c1, then c0 added), and hoisted rotations against single ones; the
+    rotation's program is three native calls (ModUp, key product, ModDown), no automorphism or stacking pass."""
+    import warnings
+
+    from hemx.ckks import CKKSParameters, Context, InsecureParametersWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureParametersWarning)
+        params = CKKSParameters.create(log_n=10, levels=4, base_bits=(30, 30), dnum=2, allow_insecure=True)
+    ctx = Context(params)
+    keys = ctx.keygen(rotations=[1, 3], conjugation=True)
+    x = np.random.default_rng(2).uniform(-1, 1, ctx.slots)
+    ct = ctx.encrypt(x, keys)
+    for c in (ct, ctx.drop_level(ct, 2)):
+        got = ctx.rotate(c, 3, keys)
+        np.testing.assert_array_equal(np.asarray(got.data), np.asarray(ctx.rotate(c, 3, keys, keyswitch="dc").data))
+        np.testing.assert_array_equal(np.asarray(ctx.conjugate(c, keys).data),
+                                      np.asarray(ctx.conjugate(c, keys, keyswitch="dc").data))
+        many = ctx.rotate_many(c, [1, 3], keys, stacked=True)
+        for i, k in enumerate((1, 3)):
+            np.testing.assert_array_equal(np.asarray(many.data[i]),
+                                          np.asarray(ctx.rotate(c, k, keys, keyswitch="dc").data))
+    assert np.max(np.abs(ctx.decrypt(ctx.rotate(ct, 3, keys), keys) - np.roll(x, -3))) < 1e-6
+    hlo = jax.jit(lambda d: ctx.rotate(ct.replace(data=d), 1, keys).data).lower(ct.data).compile().as_text()
+    assert custom_call_counts(hlo) == {"hemx_modup": 1, "hemx_key_product": 1, "hemx_divide": 1}
 
 
 # ------------------------------------------------------------------------------------- dispatch, export
