@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# usage: .venv/bin/python scripts/probe-ops-sequence.py SET ISA   (docs/results/native-isa-cpu.md, 2026-12-06): the
+# usage: .venv/bin/python scripts/probe-ops-sequence.py SET ISA [--shift]   (docs/results/native-isa-cpu.md, 2026-12-06): the
 # batch-1 sequence of `hemx bench ops` (HE-Add, HE-Mult, Rescale, HE-Mult+Rescale, timed as the bench times them),
 # with the Rotate timed (9 repeats) before it and after each operation, and the process's page faults, system and
 # user time per rotation: where the bench's later rotation loses time against a fresh process.
@@ -36,3 +36,8 @@ for op in ("add", "mul", "rescale", "mul_rescale"):
     time_interleaved(fns, repeats=9)
     probe(f"after {op}")
 probe("again")
+if "--shift" in sys.argv:  # the heap moved on purpose: growing blocks kept alive, the rotation timed after each
+    kept = []
+    for kib in (4, 68, 1028, 4100):
+        kept.append(np.ones(kib * 256, np.uint32))
+        probe(f"+{kib} KiB kept")
