@@ -200,10 +200,11 @@ def _divide_jax(keep_ntt, drop_ntt, plan, conv_plan, inv, *, keep, ranges, reduc
     return modarith.mul_known(modarith.sub_mod(keep_ntt, conv, table.q), inv, table, reduction)
 
 
-def _divide_native(x, plan, conv_plan, inv, *, keep_rows, drop_rows, keep, ranges):
-    """:func:`divide_by_dropped` as one native call on rows of one array ``x`` ``(..., M, N)``."""
+def _divide_native(x, plan, conv_plan, inv, *, keep_rows, drop_rows, keep, ranges, **addend):
+    """:func:`divide_by_dropped` as one native call on rows of one array ``x`` ``(..., M, N)``; ``addend``: the
+    kernel's optional addend (``addend``, ``addend_part``, ``index_map``: :func:`moddown`)."""
     return native.divide_by_dropped(x, limb_plan(plan, *keep), _ranges_plan(plan, ranges), conv_plan, inv,
-                                    keep_rows=tuple(keep_rows), drop_rows=tuple(drop_rows))
+                                    keep_rows=tuple(keep_rows), drop_rows=tuple(drop_rows), **addend)
 
 
 def _drop_ranges(drop) -> tuple[tuple[int, int], ...]:
@@ -331,9 +332,8 @@ def moddown(acc, plan, moddown_plan, p_inv, *, num_p: int, num_q: int, reduction
         return jnp.concatenate([first[..., None, :, :], out[..., 1:, :, :]], axis=-3)
 
     def native_fn(a, pl, cp, iv, add, imap):
-        return native.divide_by_dropped(a, limb_plan(pl, *kw["keep"]), _ranges_plan(pl, kw["ranges"]), cp, iv,
-                                        keep_rows=tuple(range(num_p, m)), drop_rows=tuple(range(num_p)),
-                                        addend=add, addend_part=addend_part, index_map=imap)
+        return _divide_native(a, pl, cp, iv, keep_rows=range(num_p, m), drop_rows=range(num_p), **kw, addend=add,
+                              addend_part=addend_part, index_map=imap)
 
     if not _fusable(plan):
         return jax_fn(acc, plan, moddown_plan, p_inv, addend, index_map)

@@ -533,14 +533,22 @@ def automorphism(x, index_map):
     if x.dtype != jnp.uint32 or x.ndim < 2 or index_map.shape != x.shape[-1:]:
         raise ShapeError(f"automorphism needs uint32 data (..., L, N) and an index map (N,); got {x.dtype} "
                          f"{tuple(x.shape)} and {tuple(index_map.shape)}")
-    if not jnp.issubdtype(index_map.dtype, jnp.integer):
-        raise ShapeError(f"the index map must hold integers, got {index_map.dtype}")
     _nonempty("automorphism data", x)
-    if not isinstance(index_map, jax.core.Tracer):  # a concrete map is checked here; a traced one by the kernel
+    return _automorphism(x, _checked_map(index_map, x.shape[-1]))
+
+
+def _checked_map(index_map, n: int):
+    """An index map as the kernels take it (int32 ``(n,)``): integers, and, where concrete, within ``[0, n)`` (a
+    traced map is checked by the kernel)."""
+    index_map = jnp.asarray(index_map)
+    if index_map.shape != (n,) or not jnp.issubdtype(index_map.dtype, jnp.integer):
+        raise ShapeError(f"an index map must hold integers, shaped ({n},); got {index_map.dtype} "
+                         f"{tuple(index_map.shape)}")
+    if not isinstance(index_map, jax.core.Tracer):
         m = np.asarray(index_map)
-        if m.size and (m.min() < 0 or m.max() >= m.shape[0]):
-            raise ParameterError(f"index map entries must lie in [0, {m.shape[0]}); got [{m.min()}, {m.max()}]")
-    return _automorphism(x, index_map.astype(jnp.int32))
+        if m.size and (m.min() < 0 or m.max() >= n):
+            raise ParameterError(f"index map entries must lie in [0, {n}); got [{m.min()}, {m.max()}]")
+    return index_map.astype(jnp.int32)
 
 
 def inner_product(a, b, q):
@@ -611,18 +619,8 @@ _NO_ADDEND = np.zeros((0,), np.uint32)
 
 
 def _optional_map(index_map, n: int):
-    """An index map for a fused pass (int32 ``(n,)``), or the empty "no permutation"; checked like
-    :func:`automorphism`'s."""
-    if index_map is None:
-        return _NO_MAP
-    index_map = jnp.asarray(index_map)
-    if index_map.shape != (n,) or not jnp.issubdtype(index_map.dtype, jnp.integer):
-        raise ShapeError(f"an index map must be integers ({n},); got {index_map.dtype} {tuple(index_map.shape)}")
-    if not isinstance(index_map, jax.core.Tracer):
-        m = np.asarray(index_map)
-        if m.min() < 0 or m.max() >= n:
-            raise ParameterError(f"index map entries must lie in [0, {n}); got [{m.min()}, {m.max()}]")
-    return index_map.astype(jnp.int32)
+    """An index map for a fused pass (:func:`_checked_map`), or the empty "no permutation" for None."""
+    return _NO_MAP if index_map is None else _checked_map(index_map, n)
 
 
 def _ntt_tables(plan):
